@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MemoryConfig(AppConfig):
+    name = "memory"
+    verbose_name = "Memory"

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ChatConfig(AppConfig):
+    name = "openhive.chat"
+    label = "chat"
+    verbose_name = "Chat (topics, messages, outbox)"

@@ -1,0 +1,80 @@
+from django.db import models
+
+
+class Topic(models.Model):
+    """A conversation thread inside one chat channel."""
+
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        IDLE = "idle"
+        CLOSED = "closed"
+
+    channel_id = models.CharField(max_length=200, db_index=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_activity_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-last_activity_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.channel_id}/{self.name}"
+
+
+class Message(models.Model):
+    """A chat message, inbound from a person or outbound from the main agent."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="messages")
+    channel_id = models.CharField(max_length=200, db_index=True)
+    sender_id = models.CharField(max_length=200, blank=True, default="")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"
+
+
+class OutboxMessage(models.Model):
+    """Something produced away from the socket (a worker's result, a bootstrap notice) that must
+    reach a chat channel. Written in the same transaction as the result; delivered when a socket
+    of that channel is (or next becomes) connected."""
+
+    class Kind(models.TextChoices):
+        NOTIFICATION = "notification"
+        RESPONSE = "response"
+
+    channel_id = models.CharField(max_length=200)
+    topic = models.ForeignKey(
+        Topic, null=True, blank=True, on_delete=models.SET_NULL, related_name="outbox"
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.NOTIFICATION)
+    team_name = models.CharField(max_length=64, blank=True, default="")
+    content = models.TextField()
+    task = models.ForeignKey(
+        "tasks.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="outbox"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(
+                fields=["channel_id", "id"],
+                name="outbox_undelivered_idx",
+                condition=models.Q(delivered_at__isnull=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel_id}: {self.content[:40]}"

@@ -1,0 +1,98 @@
+"""State changes of chat: topics, messages and the outbox."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from vault.scrubbing import scrub
+
+from .models import Message, OutboxMessage, Topic
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TOPIC = "General"
+
+
+def channel_group(channel_id: str) -> str:
+    """A channel-layer group name for a chat channel (group names allow few characters)."""
+    return "outbox-" + hashlib.sha256(channel_id.encode()).hexdigest()[:32]
+
+
+def topic_default(*, channel_id: str) -> Topic:
+    topic = (
+        Topic.objects.filter(channel_id=channel_id)
+        .exclude(state=Topic.State.CLOSED)
+        .order_by("-last_activity_at", "-id")
+        .first()
+    )
+    if topic is None:
+        topic = Topic.objects.create(channel_id=channel_id, name=DEFAULT_TOPIC)
+    return topic
+
+
+def message_record(*, topic: Topic, sender_id: str, role: str, content: str) -> Message:
+    Topic.objects.filter(pk=topic.pk).update(
+        last_activity_at=timezone.now(), state=Topic.State.ACTIVE
+    )
+    return Message.objects.create(
+        topic=topic,
+        channel_id=topic.channel_id,
+        sender_id=sender_id,
+        role=role,
+        content=scrub(content),
+    )
+
+
+def message_rescrub(*, message_id: int) -> None:
+    """Re-scrub a stored message once a turn has revealed new secrets (e.g. credentials that
+    were typed into the very message that handed them over)."""
+    message = Message.objects.filter(pk=message_id).first()
+    if message is not None:
+        cleaned = scrub(message.content)
+        if cleaned != message.content:
+            Message.objects.filter(pk=message_id).update(content=cleaned)
+
+
+def outbox_put(
+    *,
+    channel_id: str,
+    content: str,
+    topic_id: int | None = None,
+    team_name: str = "",
+    task_id: int | None = None,
+    kind: str = OutboxMessage.Kind.NOTIFICATION,
+) -> OutboxMessage:
+    item = OutboxMessage.objects.create(
+        channel_id=channel_id,
+        topic_id=topic_id,
+        team_name=team_name,
+        content=scrub(content),
+        task_id=task_id,
+        kind=kind,
+    )
+    transaction.on_commit(lambda: _wake(channel_id))
+    return item
+
+
+def _wake(channel_id: str) -> None:
+    """Nudge the channel's sockets to read the outbox now (they also poll, so a lost nudge
+    only delays delivery)."""
+    try:
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        if layer is not None:
+            async_to_sync(layer.group_send)(channel_group(channel_id), {"type": "outbox.wake"})
+    except Exception:
+        logger.debug("outbox wake-up failed", exc_info=True)
+
+
+def outbox_mark_delivered(*, ids: list[int]) -> int:
+    return OutboxMessage.objects.filter(pk__in=ids, delivered_at__isnull=True).update(
+        delivered_at=timezone.now()
+    )

@@ -1,0 +1,94 @@
+from django.db import models
+
+
+class Session(models.Model):
+    """One disposable run of one team on one task, chat turn or query."""
+
+    class Kind(models.TextChoices):
+        TASK = "task"
+        CHAT = "chat"
+        QUERY = "query"
+
+    class StopReason(models.TextChoices):
+        COMPLETED = "completed"
+        MAX_TURNS = "max_turns"
+        BUDGET_EXCEEDED = "budget_exceeded"
+        CANCELLED = "cancelled"
+        TIMEOUT = "timeout"
+        ERROR = "error"
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="sessions")
+    task = models.ForeignKey(
+        "tasks.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions"
+    )
+    topic = models.ForeignKey(
+        "chat.Topic", null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions"
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TASK)
+    model = models.CharField(max_length=200, blank=True, default="")
+    provider_profile = models.CharField(max_length=100, blank=True, default="")
+    stop_reason = models.CharField(max_length=20, choices=StopReason.choices, blank=True)
+    error = models.TextField(blank=True, default="")
+    final_text = models.TextField(blank=True, default="")
+    turns = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    started_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"session #{self.pk} {self.team_id} {self.stop_reason or 'running'}"
+
+
+class LlmExchange(models.Model):
+    """One completion request and its reply, scrubbed of secrets, enough to replay the session."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="exchanges")
+    turn = models.PositiveIntegerField()
+    request_digest = models.CharField(max_length=64)
+    request_messages = models.JSONField(default=list)
+    response = models.JSONField(default=dict)
+    finish_reason = models.CharField(max_length=40, blank=True, default="")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session_id", "turn"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "turn"], name="uniq_exchange_turn")
+        ]
+
+    def __str__(self) -> str:
+        return f"exchange {self.session_id}/{self.turn}"
+
+
+class ToolCall(models.Model):
+    """The audit row written for every tool call, with secret values already replaced."""
+
+    session = models.ForeignKey(
+        Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls"
+    )
+    team = models.ForeignKey(
+        "teams.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls"
+    )
+    team_name = models.CharField(max_length=64)
+    tool = models.CharField(max_length=100, db_index=True)
+    arguments = models.JSONField(default=dict)
+    success = models.BooleanField(default=False)
+    result = models.JSONField(default=dict)
+    error = models.TextField(blank=True, default="")
+    duration_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.team_name}.{self.tool} {'ok' if self.success else 'failed'}"

@@ -1,0 +1,187 @@
+"""Deployment settings, read from the environment (django-environ; a `.env` file works too).
+
+No DATABASE_URL → embedded SQLite (WAL) under OPENHIVE_DATA_DIR; DATABASE_URL=postgres://… →
+PostgreSQL with pgvector. REDIS_URL → Redis channel layer, else the in-memory layer.
+"""
+
+import secrets
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DATA_DIR = Path(env("OPENHIVE_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
+RUN_DIR = Path(env("OPENHIVE_RUN_DIR", default=str(DATA_DIR / "run"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    """An explicit SECRET_KEY wins; otherwise one is generated once and kept in the data dir,
+    so a fresh machine works without a hard-coded (and therefore public) key."""
+    explicit = env("SECRET_KEY", default="")
+    if explicit:
+        return explicit
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_q",
+    "ninja",
+    "openhive.apps.OpenHiveConfig",
+    "openhive.engine",
+    "openhive.chat",
+    "teams",
+    "tasks",
+    "triggers",
+    "memory",
+    "vault",
+    "trust",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "openhive.urls"
+ASGI_APPLICATION = "openhive.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if env("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db("DATABASE_URL")}
+    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "openhive.sqlite3",
+            "OPTIONS": {
+                # WAL lets readers run beside the single writer; IMMEDIATE takes the write lock
+                # at BEGIN so two processes never deadlock upgrading a read lock.
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+            },
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+LOGIN_URL = "/admin/login/"
+
+TASK_TIMEOUT_SECONDS = env.int("OPENHIVE_TASK_TIMEOUT", default=1800)
+
+Q_CLUSTER = {
+    "name": "openhive",
+    "workers": env.int("OPENHIVE_WORKERS", default=2),
+    "timeout": TASK_TIMEOUT_SECONDS,
+    # Our own queue retries; django-q2 must never re-run a task by itself (retry > timeout).
+    "retry": TASK_TIMEOUT_SECONDS + 600,
+    "max_attempts": 1,
+    "orm": "default",
+    "poll": 0.2,
+    "catch_up": False,
+    "save_limit": 200,
+    "ack_failures": True,
+    "sync": env.bool("OPENHIVE_Q_SYNC", default=False),
+    "log_level": "WARNING",
+}
+
+OPENHIVE = {
+    "TZ": env("TZ", default="UTC"),
+    "DEFAULT_MAX_TURNS": env.int("OPENHIVE_MAX_TURNS", default=50),
+    "LEASE_SECONDS": env.int("OPENHIVE_LEASE_SECONDS", default=60),
+    "TASK_MAX_ATTEMPTS": env.int("OPENHIVE_TASK_MAX_ATTEMPTS", default=3),
+    "ENGINE_TICK_SECONDS": env.float("OPENHIVE_ENGINE_TICK", default=0.25),
+    # A dispatched task that no worker claimed within this time is handed out again.
+    "REDISPATCH_SECONDS": env.int("OPENHIVE_REDISPATCH_SECONDS", default=120),
+    "CHAT_HISTORY_MESSAGES": env.int("OPENHIVE_CHAT_HISTORY", default=40),
+    "OUTBOX_POLL_SECONDS": env.float("OPENHIVE_OUTBOX_POLL", default=0.3),
+}
+
+LOG_LEVEL = env("OPENHIVE_LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"scrub_secrets": {"()": "vault.scrubbing.ScrubSecretsFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["scrub_secrets"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django_q": {"level": "WARNING"},
+        "LiteLLM": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
+}
+
+# Fernet keys for vault secrets, newest first (comma-separated); empty → derived from SECRET_KEY.
+VAULT_KEYS = env.list("OPENHIVE_VAULT_KEY", default=[])

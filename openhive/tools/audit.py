@@ -1,0 +1,121 @@
+"""Run a tool call through validation, guards and the audit: the only way tools are called.
+Never raises: every outcome is a `{"success": ...}` dict, and every call leaves an audit row."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from openhive.engine.models import ToolCall
+from openhive.errors import DomainError
+from openhive.tools.context import ToolContext
+from openhive.tools.registry import ToolSpec, all_tools, get_tool, is_allowed
+from vault.scrubbing import get_scrubber
+
+logger = logging.getLogger(__name__)
+
+
+def call_tool(ctx: ToolContext, name: str, arguments: str | dict | None) -> dict:
+    started = time.monotonic()
+    raw: Any = {}
+    extra_secrets: list[str] = []
+    try:
+        raw = _parse_arguments(arguments)
+        spec = get_tool(name)
+        if spec is None:
+            result = _failure(
+                f'unknown tool "{name}". Available: {_available(ctx)}.', "UNKNOWN_TOOL"
+            )
+        elif not is_allowed(name, ctx.allowed_tools):
+            result = _failure(
+                f'tool "{name}" is not allowed for team "{ctx.team.name}"', "TOOL_NOT_ALLOWED"
+            )
+        else:
+            result, extra_secrets = _invoke(spec, ctx, raw)
+    except _BadArguments as exc:
+        result = _failure(str(exc), "INVALID_ARGUMENTS")
+    except Exception:  # the never-throw contract: the model gets an error, the log a trace
+        logger.exception("tool %s failed unexpectedly", name)
+        result = _failure(
+            f"internal error in tool {name}; the operator can see the log", "INTERNAL"
+        )
+    duration_ms = int((time.monotonic() - started) * 1000)
+    _record(ctx, name, raw, result, duration_ms, extra_secrets)
+    return result
+
+
+class _BadArguments(Exception):
+    pass
+
+
+def _parse_arguments(arguments: str | dict | None) -> dict:
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        parsed = json.loads(arguments)
+    except (TypeError, ValueError) as exc:
+        raise _BadArguments(f"arguments are not valid JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise _BadArguments("arguments must be a JSON object")
+    return parsed
+
+
+def _invoke(spec: ToolSpec, ctx: ToolContext, raw: dict) -> tuple[dict, list[str]]:
+    # Portable schemas send null for "not given": drop those so the model's defaults apply.
+    cleaned = {k: v for k, v in raw.items() if v is not None}
+    try:
+        args = spec.args.model_validate(cleaned)
+    except ValidationError as exc:
+        raise _BadArguments("invalid arguments: " + _describe(exc)) from exc
+    secrets = list(args.secret_values()) if hasattr(args, "secret_values") else []
+    try:
+        result = spec.func(ctx, args)
+    except DomainError as exc:
+        return _failure(exc.message, exc.code.upper()), secrets
+    if not isinstance(result, dict):
+        result = {"result": result}
+    result.setdefault("success", True)
+    return result, secrets
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _failure(error: str, code: str) -> dict:
+    return {"success": False, "error": error, "code": code}
+
+
+def _available(ctx: ToolContext) -> str:
+    names = [s.name for s in all_tools() if is_allowed(s.name, ctx.allowed_tools)]
+    return ", ".join(names) or "none"
+
+
+def _record(
+    ctx: ToolContext, name: str, raw: Any, result: dict, duration_ms: int, extra: list[str]
+) -> None:
+    scrubber = get_scrubber().with_extra(extra)
+    try:
+        ToolCall.objects.create(
+            session_id=ctx.session_id,
+            team=ctx.team if ctx.team.pk else None,
+            team_name=ctx.team.name,
+            tool=name[:100],
+            arguments=scrubber.data(raw if isinstance(raw, dict) else {"raw": str(raw)}),
+            success=bool(result.get("success")),
+            result=scrubber.data(result),
+            error=scrubber.text(str(result.get("error", ""))),
+            duration_ms=duration_ms,
+        )
+    except Exception:  # an audit failure must be loud in the log but never break the session
+        logger.exception("could not record the audit row for tool %s", name)

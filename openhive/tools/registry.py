@@ -1,0 +1,124 @@
+"""The tool registry: every agent-facing tool is declared once, in its app's `tools.py`, with
+`@tool(...)`. Apps are scanned when Django is ready."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from openhive.tools.context import ToolContext
+
+Ops = Literal["daily", "org"]
+ToolFunc = Callable[["ToolContext", Any], dict]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    args: type[BaseModel]
+    ops: Ops
+    func: ToolFunc
+
+    def function_schema(self) -> dict:
+        """OpenAI-style function declaration with a portable parameter schema."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": portable_schema(self.args),
+            },
+        }
+
+
+_REGISTRY: dict[str, ToolSpec] = {}
+
+
+def tool(*, name: str, description: str, args: type[BaseModel], ops: Ops = "daily"):
+    """Register the decorated function `(ctx, args) -> dict` as a tool."""
+
+    def decorate(func: ToolFunc) -> ToolFunc:
+        existing = _REGISTRY.get(name)
+        if existing is not None and existing.func.__qualname__ != func.__qualname__:
+            raise RuntimeError(f"tool {name!r} is declared twice")
+        _REGISTRY[name] = ToolSpec(name, description, args, ops, func)
+        return func
+
+    return decorate
+
+
+def autodiscover() -> None:
+    from django.utils.module_loading import autodiscover_modules
+
+    autodiscover_modules("tools")
+
+
+def get_tool(name: str) -> ToolSpec | None:
+    return _REGISTRY.get(name)
+
+
+def all_tools() -> list[ToolSpec]:
+    return sorted(_REGISTRY.values(), key=lambda s: s.name)
+
+
+def is_allowed(name: str, patterns: Iterable[str]) -> bool:
+    """Deny by default: allowed only if a case-sensitive glob matches (`*` allows all)."""
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def tools_for(patterns: Iterable[str], *, only: Iterable[str] | None = None) -> list[ToolSpec]:
+    patterns = list(patterns)
+    wanted = set(only) if only is not None else None
+    return [
+        spec
+        for spec in all_tools()
+        if is_allowed(spec.name, patterns) and (wanted is None or spec.name in wanted)
+    ]
+
+
+def portable_schema(model: type[BaseModel]) -> dict:
+    """A JSON schema every provider accepts: references inlined, titles dropped, every property
+    required, and optional ones nullable (a null means "use the default")."""
+    raw = model.model_json_schema()
+    defs = raw.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                target = copy.deepcopy(defs[node["$ref"].split("/")[-1]])
+                return resolve(target)
+            out = {k: resolve(v) for k, v in node.items() if k != "title"}
+            if out.get("type") == "object" and "properties" in out:
+                required = set(out.get("required", []))
+                for prop, sub in out["properties"].items():
+                    if prop not in required:
+                        out["properties"][prop] = _nullable(sub)
+                out["required"] = list(out["properties"])
+                out["additionalProperties"] = False
+            return out
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(raw)
+
+
+def _nullable(schema: dict) -> dict:
+    schema = {k: v for k, v in schema.items() if k != "default"}
+    variants = schema.get("anyOf")
+    if variants is not None:
+        if not any(v.get("type") == "null" for v in variants):
+            schema["anyOf"] = [*variants, {"type": "null"}]
+        return schema
+    description = schema.pop("description", None)
+    nullable = {"anyOf": [schema, {"type": "null"}]}
+    if description:
+        nullable["description"] = description
+    return nullable

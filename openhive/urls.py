@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.urls import path
+
+from openhive.api import api
+
+admin.site.site_header = "OpenHive"
+admin.site.site_title = "OpenHive"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", api.urls),
+]

@@ -1,0 +1,67 @@
+from django.db import models
+
+
+class Task(models.Model):
+    """One unit of work for one team: the durable priority queue. django-q2 only executes
+    `run_task(id)`; ordering, leases and retries live here."""
+
+    class Type(models.TextChoices):
+        DELEGATE = "delegate"
+        TRIGGER = "trigger"
+        ESCALATION = "escalation"
+        BOOTSTRAP = "bootstrap"
+
+    class Priority(models.IntegerChoices):
+        # Lower sorts first: the claim order is (priority, created_at, id).
+        CRITICAL = 0, "critical"
+        HIGH = 1, "high"
+        NORMAL = 2, "normal"
+        LOW = 3, "low"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="tasks")
+    type = models.CharField(max_length=16, choices=Type.choices, default=Type.DELEGATE)
+    priority = models.PositiveSmallIntegerField(choices=Priority.choices, default=Priority.NORMAL)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    text = models.TextField()
+    result = models.TextField(blank=True, default="")
+    options = models.JSONField(default=dict, blank=True)
+    source_channel = models.CharField(max_length=200, blank=True, default="")
+    topic = models.ForeignKey(
+        "chat.Topic", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
+    correlation_id = models.CharField(max_length=200, blank=True, default="")
+    created_by = models.CharField(max_length=100, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # The claim path reads only pending work, so finished history never slows it.
+            models.Index(
+                fields=["priority", "created_at", "id"],
+                name="task_pending_claim_idx",
+                condition=models.Q(status="pending"),
+            ),
+            models.Index(fields=["team", "status"], name="task_team_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.team_id}:{self.type} [{self.status}]"
+
+    @property
+    def priority_name(self) -> str:
+        return self.Priority(self.priority).label

@@ -1,0 +1,60 @@
+"""A team's `config.yaml` in its workspace: tools, provider profile, limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from openhive import paths
+from openhive.errors import DomainError
+
+from .models import MAIN_TEAM
+
+
+class TeamConfig(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    parent: str | None = None
+    description: str = ""
+    # Deny by default: a config that lists no tools offers the model none.
+    allowed_tools: list[str] = Field(default_factory=list)
+    provider_profile: str = "default"
+    max_turns: int = Field(default=50, ge=1, le=500)
+    max_concurrent_daily_ops: int = Field(default=5, ge=1, le=100)
+
+
+def config_path(name: str) -> Path:
+    return paths.team_dir(name) / "config.yaml"
+
+
+def default_config(name: str, *, parent: str | None, description: str = "") -> TeamConfig:
+    return TeamConfig(
+        name=name,
+        parent=parent,
+        description=description,
+        allowed_tools=["*"],
+        max_turns=200 if name == MAIN_TEAM else 50,
+    )
+
+
+def load_team_config(name: str) -> TeamConfig:
+    path = config_path(name)
+    if not path.exists():
+        if name == MAIN_TEAM:
+            return default_config(MAIN_TEAM, parent=None, description="Main orchestrator")
+        raise DomainError(f'team "{name}" has no config.yaml at {path}', code="config_error")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+        return TeamConfig.model_validate({"name": name, **data})
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise DomainError(f"config error in {path}: {exc}", code="config_error") from exc
+
+
+def write_team_config(config: TeamConfig) -> Path:
+    path = config_path(config.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
+    return path

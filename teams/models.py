@@ -1,0 +1,44 @@
+from django.db import models
+
+TEAM_NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+MAIN_TEAM = "main"
+
+
+class Team(models.Model):
+    """A node of the org tree. `main` is the root; every other team has exactly one parent."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "active"
+        SHUTTING_DOWN = "shutting_down", "shutting down"
+
+    name = models.SlugField(max_length=64, unique=True)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    description = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.ACTIVE)
+    bootstrapped = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ScopeKeyword(models.Model):
+    """A keyword that says which work a team accepts (used for routing), stored lowercase."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="scope_keywords")
+    keyword = models.CharField(max_length=100)
+
+    class Meta:
+        ordering = ["keyword"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "keyword"], name="uniq_team_keyword")
+        ]
+
+    def __str__(self) -> str:
+        return self.keyword

@@ -1,0 +1,128 @@
+"""One scrubber that knows every live secret value and replaces it with [REDACTED] wherever
+text leaves our hands: logs, audit rows, LLM exchange records, chat messages, task results and
+API responses."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+REDACTED = "[REDACTED]"
+MIN_SECRET_LENGTH = 8  # shorter values would redact ordinary words
+CACHE_SECONDS = 2.0
+
+# Shapes that are secrets whatever their source (provider keys, bearer tokens, token params).
+PATTERNS = [
+    re.compile(r"sk-[A-Za-z0-9_-]{20,}"),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"(?i)(token=)[A-Za-z0-9._~+/%-]{8,}"),
+    re.compile(r"(?i)(api[_-]?key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9._~+/-]{8,}"),
+]
+# Argument keys whose values are secret by nature, even before the vault knows them.
+SENSITIVE_KEYS = frozenset({"credentials", "password", "api_key", "secret", "token"})
+
+
+class Scrubber:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Longest first, so a secret that contains another is replaced whole.
+        self.secrets = sorted(
+            {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True
+        )
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        for pattern in PATTERNS:
+            value = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, value)
+        return value
+
+    def data(self, value: Any) -> Any:
+        """Scrub every string inside JSON-like data; keys named like secrets lose their values."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {
+                k: (_redact_all(v) if str(k).lower() in SENSITIVE_KEYS else self.data(v))
+                for k, v in value.items()
+            }
+        if isinstance(value, (list, tuple)):
+            return [self.data(v) for v in value]
+        return value
+
+    def with_extra(self, extra: Iterable[str]) -> Scrubber:
+        return Scrubber([*self.secrets, *extra])
+
+
+def _redact_all(value: Any) -> Any:
+    """Inside a sensitive subtree every string value goes, but names ("key") stay readable."""
+    if isinstance(value, dict):
+        return {k: (v if k in ("key", "name") else _redact_all(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_all(v) for v in value]
+    if isinstance(value, str):
+        return REDACTED
+    return value
+
+
+_lock = threading.Lock()
+_cached: Scrubber = Scrubber()
+_loaded_at = 0.0
+
+
+def _load_secret_values() -> list[str]:
+    from openhive.engine.providers import provider_secret_values
+    from vault.selectors import vault_secret_values
+
+    return [*vault_secret_values(), *provider_secret_values()]
+
+
+def get_scrubber(*, refresh: bool = False) -> Scrubber:
+    """The scrubber with every live secret. Reloaded from the database when older than a couple
+    of seconds, so a secret written by another process is known here almost at once."""
+    global _cached, _loaded_at
+    if refresh or time.monotonic() - _loaded_at > CACHE_SECONDS:
+        values = _load_secret_values()
+        with _lock:
+            _cached = Scrubber(values)
+            _loaded_at = time.monotonic()
+    return _cached
+
+
+def invalidate() -> None:
+    global _loaded_at
+    _loaded_at = 0.0
+
+
+def cached_scrubber() -> Scrubber:
+    """The last loaded scrubber, without touching the database (safe inside logging and async)."""
+    return _cached
+
+
+def scrub(value: str) -> str:
+    return get_scrubber().text(value)
+
+
+def scrub_data(value: Any) -> Any:
+    return get_scrubber().data(value)
+
+
+class ScrubSecretsFilter(logging.Filter):
+    """Logging filter: a log line never carries a known secret or a secret-shaped string."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed log call must not break logging
+            return True
+        record.msg = cached_scrubber().text(message)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = cached_scrubber().text(record.exc_text)
+        return True
