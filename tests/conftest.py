@@ -1,0 +1,44 @@
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vault import scrubbing
+
+
+@pytest.fixture(autouse=True)
+def openhive_dirs(tmp_path: Path, settings) -> Path:
+    """Every test gets its own data and run directories."""
+    settings.DATA_DIR = tmp_path / "data"
+    settings.RUN_DIR = tmp_path / "run"
+    (tmp_path / "data" / "config").mkdir(parents=True)
+    scrubbing.invalidate()
+    yield tmp_path
+    scrubbing.invalidate()
+
+
+@pytest.fixture
+def main_team(db):
+    from teams.services import team_ensure_main
+
+    return team_ensure_main()
+
+
+@pytest.fixture
+def scripted_provider(openhive_dirs: Path) -> Callable[[list[dict]], Path]:
+    """Configure the `default` profile to a scripted provider with the given rules."""
+
+    def configure(rules: list[dict], profile: str = "default") -> Path:
+        scripts = openhive_dirs / "data" / "scripts"
+        scripts.mkdir(parents=True, exist_ok=True)
+        script = scripts / f"{profile}.yaml"
+        script.write_text(yaml.safe_dump({"rules": rules}))
+        providers = openhive_dirs / "data" / "config" / "providers.yaml"
+        existing = yaml.safe_load(providers.read_text()) if providers.exists() else None
+        data = existing or {"profiles": {}}
+        data["profiles"][profile] = {"model": f"scripted/{script.name}"}
+        providers.write_text(yaml.safe_dump(data))
+        return script
+
+    return configure
