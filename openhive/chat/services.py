@@ -96,3 +96,7 @@ def outbox_mark_delivered(*, ids: list[int]) -> int:
     return OutboxMessage.objects.filter(pk__in=ids, delivered_at__isnull=True).update(
         delivered_at=timezone.now()
     )
+
+
+def outbox_unmark_delivered(*, ids: list[int]) -> int:
+    return OutboxMessage.objects.filter(pk__in=ids).update(delivered_at=None)

@@ -1,0 +1,15 @@
+from .base import Verb
+from .ops import Delegate, Spawn, Status, Tool
+from .serve import Engine, Serve
+from .setup import Init, Token
+
+VERBS: dict[str, Verb] = {
+    "serve": Serve(),
+    "engine": Engine(),
+    "init": Init(),
+    "tool": Tool(),
+    "spawn": Spawn(),
+    "delegate": Delegate(),
+    "status": Status(),
+    "token": Token(),
+}

@@ -92,3 +92,16 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team_name}.{self.tool} {'ok' if self.success else 'failed'}"
+
+
+class EngineLease(models.Model):
+    """Leadership of the engine loop: several loops may run, one leads. The leader renews its
+    lease every tick; when it stops renewing, another loop takes over after the lease expires."""
+
+    name = models.CharField(max_length=50, primary_key=True)
+    holder = models.CharField(max_length=200)
+    expires_at = models.DateTimeField()
+    acquired_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder}"

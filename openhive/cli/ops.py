@@ -1,0 +1,118 @@
+"""Operator verbs: `tool`, `spawn`, `delegate`, `status`."""
+
+from __future__ import annotations
+
+import json
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Count
+
+from openhive.engine.providers import providers_configured
+from openhive.engine.selectors import engine_leader
+from openhive.tools.audit import call_tool
+from openhive.tools.context import ToolContext
+from tasks.models import Task
+from tasks.services import priority_from_name, task_enqueue
+from teams.models import MAIN_TEAM, Team
+from teams.selectors import team_get
+from teams.services import team_ensure_main, team_spawn
+
+from .base import Verb
+
+
+def _team(name: str) -> Team:
+    team = team_get(name=name)
+    if team is None:
+        raise CommandError(f'team "{name}" not found (see `manage.py openhive status`)')
+    return team
+
+
+class Tool(Verb):
+    help = "tool <team> <tool> '<json>': call a tool as a team and print the result."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("team")
+        parser.add_argument("tool")
+        parser.add_argument("arguments", nargs="?", default="{}")
+
+    def run(self, command: BaseCommand, **options: Any) -> None:
+        team_ensure_main()
+        ctx = ToolContext(team=_team(options["team"]), actor="operator", source_channel="")
+        result = call_tool(ctx, options["tool"], options["arguments"])
+        command.stdout.write(json.dumps(result, indent=2, default=str))
+        if not result.get("success"):
+            raise SystemExit(1)
+
+
+class Spawn(Verb):
+    help = "spawn <name> [--parent P] [--description D] [--scope k1,k2]: create a team."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("name")
+        parser.add_argument("--parent", default=MAIN_TEAM)
+        parser.add_argument("--description", default="")
+        parser.add_argument("--scope", default="", help="comma-separated scope keywords")
+
+    def run(self, command: BaseCommand, **options: Any) -> None:
+        team_ensure_main()
+        spawned = team_spawn(
+            parent=_team(options["parent"]),
+            name=options["name"],
+            description=options["description"],
+            scope_accepts=[k for k in options["scope"].split(",") if k.strip()],
+            created_by="operator",
+        )
+        command.stdout.write(
+            f"Team {spawned.team.name} created under {options['parent']}; bootstrap task "
+            f"#{spawned.bootstrap_task.pk} queued (a running `serve` or `engine` picks it up)."
+        )
+
+
+class Delegate(Verb):
+    help = 'delegate <team> "<task>" [--priority P]: queue a task for a team.'
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("team")
+        parser.add_argument("task")
+        parser.add_argument(
+            "--priority", default="normal", choices=["critical", "high", "normal", "low"]
+        )
+
+    def run(self, command: BaseCommand, **options: Any) -> None:
+        task = task_enqueue(
+            team=_team(options["team"]),
+            text=options["task"],
+            priority=priority_from_name(options["priority"]),
+            created_by="operator",
+        )
+        command.stdout.write(
+            f"Task #{task.pk} queued for {options['team']} ({options['priority']})."
+        )
+
+
+class Status(Verb):
+    help = "Show the org tree, the queue and the engine."
+
+    def run(self, command: BaseCommand, **options: Any) -> None:
+        out = command.stdout
+        team_ensure_main()
+        leader = engine_leader()
+        out.write(f"Engine leader: {leader.holder if leader else 'none running'}")
+        out.write(f"Provider configured: {'yes' if providers_configured() else 'no'}")
+        counts = dict(Task.objects.values_list("status").annotate(n=Count("id")))
+        out.write("Tasks: " + ", ".join(f"{s} {counts.get(s, 0)}" for s in Task.Status.values))
+        out.write("Teams:")
+        self._tree(out, Team.objects.get(name=MAIN_TEAM), 0)
+
+    def _tree(self, out, team: Team, depth: int) -> None:
+        pending = team.tasks.filter(status=Task.Status.PENDING).count()
+        running = team.tasks.filter(status=Task.Status.RUNNING).count()
+        state = "ready" if team.bootstrapped else "bootstrapping"
+        out.write(
+            f"{'  ' * (depth + 1)}{team.name} [{team.status}, {state}] "
+            f"pending {pending}, running {running}"
+        )
+        for child in team.children.order_by("name"):
+            self._tree(out, child, depth + 1)

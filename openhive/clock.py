@@ -1,0 +1,102 @@
+"""The engine loop: owns the clock. One loop leads (a lease row in the database); the leader
+hands pending tasks to django-q2 workers in strict priority order, and reaps tasks whose worker
+died. The others wait to take over."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+
+from openhive.engine.services import engine_lead, engine_resign
+from tasks.models import Task
+from tasks.services import (
+    dispatched_unclaimed_count,
+    task_mark_dispatched,
+    tasks_reap_expired_leases,
+    tasks_recover_on_startup,
+    tasks_to_dispatch,
+)
+
+logger = logging.getLogger(__name__)
+
+REAP_EVERY_SECONDS = 5.0
+
+
+def default_enqueue(task_id: int) -> None:
+    from django_q.tasks import async_task
+
+    async_task("tasks.runner.run_task", task_id, task_name=f"openhive-task-{task_id}")
+
+
+class EngineLoop:
+    def __init__(
+        self,
+        *,
+        enqueue: Callable[[int], None] = default_enqueue,
+        clock: Callable[[], datetime] = timezone.now,
+        slots: int | None = None,
+    ) -> None:
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.enqueue = enqueue
+        self.clock = clock
+        # Hand out no more tasks than workers can start, so a later critical task is not
+        # stuck behind a backlog already sitting in the worker queue.
+        self.slots = (
+            slots or settings.OPENHIVE.get("DISPATCH_SLOTS") or settings.Q_CLUSTER["workers"]
+        )
+        self.leading = False
+        self._last_reap = 0.0
+
+    def tick(self) -> dict[str, int]:
+        now = self.clock()
+        tick_seconds = settings.OPENHIVE["ENGINE_TICK_SECONDS"]
+        leading = engine_lead(holder=self.holder, now=now, ttl_seconds=max(5.0, tick_seconds * 20))
+        if leading and not self.leading:
+            recovered = tasks_recover_on_startup()
+            logger.info("engine loop %s leads (re-armed %d pending tasks)", self.holder, recovered)
+        self.leading = leading
+        if not leading:
+            return {"dispatched": 0}
+        stats = {"dispatched": self.dispatch(now)}
+        if time.monotonic() - self._last_reap >= REAP_EVERY_SECONDS:
+            self._last_reap = time.monotonic()
+            stats.update(tasks_reap_expired_leases(now=now))
+        return stats
+
+    def dispatch(self, now: datetime) -> int:
+        busy = Task.objects.filter(status=Task.Status.RUNNING).count()
+        free = self.slots - busy - dispatched_unclaimed_count(now=now)
+        if free <= 0:
+            return 0
+        sent = 0
+        for task_id in tasks_to_dispatch(now=now, limit=free):
+            if task_mark_dispatched(task_id=task_id, now=now):
+                self.enqueue(task_id)
+                sent += 1
+        return sent
+
+    def run(self, stop: threading.Event) -> None:
+        tick_seconds = settings.OPENHIVE["ENGINE_TICK_SECONDS"]
+        logger.info("engine loop %s started", self.holder)
+        try:
+            while not stop.is_set():
+                try:
+                    self.tick()
+                except Exception:  # a bad tick (database blip) must not end the loop
+                    logger.exception("engine tick failed")
+                    close_old_connections()
+                stop.wait(tick_seconds)
+        finally:
+            if self.leading:
+                engine_resign(holder=self.holder)
+            logger.info("engine loop %s stopped", self.holder)
