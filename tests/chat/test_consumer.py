@@ -1,0 +1,140 @@
+"""The chat socket through Channels' WebsocketCommunicator and the real ASGI application."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.db import connections
+
+from openhive.asgi import application
+from openhive.chat.models import Message, OutboxMessage, Topic
+from trust.services import api_token_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ORIGIN = [(b"origin", b"http://127.0.0.1")]
+
+
+@pytest.fixture(autouse=True)
+async def close_connections_after():
+    yield
+    # Async ORM calls leave connections open in asgiref's thread (breaks PG teardown).
+    await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture
+def token(django_user_model) -> str:
+    django_user_model.objects.create_user(username="alice", password="pw-alice-123")
+    return api_token_create(username="alice")[1]
+
+
+async def _connect(path: str) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(application, path, headers=ORIGIN)
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def _receive_until(communicator: WebsocketCommunicator, wanted: str) -> list[dict]:
+    seen = []
+    while True:
+        message = await communicator.receive_json_from(timeout=20)
+        seen.append(message)
+        if message["type"] == wanted:
+            return seen
+
+
+async def test_anonymous_socket_gets_one_not_authorized_error_and_is_closed():
+    communicator = await _connect("/ws/chat/")
+    message = await communicator.receive_json_from()
+    assert message["type"] == "error" and message["code"] == "not_authorized"
+    assert (await communicator.receive_output())["type"] == "websocket.close"
+
+
+async def test_invalid_token_is_treated_as_anonymous():
+    communicator = await _connect("/ws/chat/?token=ohk_not-a-real-token")
+    assert (await communicator.receive_json_from())["code"] == "not_authorized"
+    await communicator.disconnect()
+
+
+async def test_message_without_provider_gets_a_clear_error_saying_how_to_configure(token):
+    communicator = await _connect(f"/ws/chat/?token={token}")
+    await _receive_until(communicator, "topic_list")
+    await communicator.send_json_to({"type": "message", "content": "hello"})
+    seen = await _receive_until(communicator, "error")
+    assert seen[0]["type"] == "ack"
+    error = seen[-1]
+    assert error["code"] == "provider_not_configured"
+    assert "providers.yaml" in error["message"] and "init --demo" in error["message"]
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    "payload, fragment",
+    [
+        ({"type": "message", "content": ""}, "non-empty"),
+        ({"type": "message"}, "non-empty"),
+        ({"type": "shout", "content": "hi"}, "unknown message type"),
+        ({"type": "message", "content": "hi", "topic_id": "one"}, "topic_id"),
+        ({"type": "message", "content": "x" * 20_001}, "longer than"),
+    ],
+)
+async def test_bad_messages_get_a_bad_request_error_and_store_nothing(token, payload, fragment):
+    communicator = await _connect(f"/ws/chat/?token={token}")
+    await _receive_until(communicator, "topic_list")
+    await communicator.send_json_to(payload)
+    error = await communicator.receive_json_from(timeout=5)
+    assert error["type"] == "error" and error["code"] == "bad_request"
+    assert fragment in error["message"]
+    assert await Message.objects.acount() == 0
+    await communicator.disconnect()
+
+
+async def test_unknown_topic_id_is_refused(token):
+    communicator = await _connect(f"/ws/chat/?token={token}")
+    await _receive_until(communicator, "topic_list")
+    await communicator.send_json_to({"type": "message", "content": "hi", "topic_id": 999})
+    error = await communicator.receive_json_from(timeout=5)
+    assert error["code"] == "unknown_topic"
+    await communicator.disconnect()
+
+
+async def test_turn_streams_tool_events_then_the_response(token, scripted_provider):
+    scripted_provider(
+        [
+            {
+                "when": {"team": "main", "last": "user"},
+                "reply": {"tool_calls": [{"name": "list_teams", "arguments": {}}]},
+            },
+            {"when": {"last": "tool", "tool": "list_teams"}, "reply": {"content": "No teams yet."}},
+        ]
+    )
+    communicator = await _connect(f"/ws/chat/?token={token}")
+    await _receive_until(communicator, "topic_list")
+    await communicator.send_json_to({"type": "message", "content": "which teams?"})
+    seen = await _receive_until(communicator, "response")
+    kinds = [(m["type"], m.get("event")) for m in seen]
+    assert kinds == [
+        ("ack", None),
+        ("event", "tool_call"),
+        ("event", "tool_result"),
+        ("response", None),
+    ]
+    assert seen[-1]["content"] == "No teams yet." and seen[-1]["topic_name"] == "General"
+    assert [m.role async for m in Message.objects.order_by("id")] == ["user", "assistant"]
+    await communicator.disconnect()
+
+
+async def test_outbox_written_while_offline_is_delivered_on_reconnect(token, django_user_model):
+    user = await django_user_model.objects.aget(username="alice")
+    channel = f"ws:user:{user.pk}"
+    topic = await Topic.objects.acreate(channel_id=channel, name="General")
+    await OutboxMessage.objects.acreate(
+        channel_id=channel, topic=topic, team_name="ops", content="[ops] done while you were away"
+    )
+    communicator = await _connect(f"/ws/chat/?token={token}")
+    seen = await _receive_until(communicator, "notification")
+    assert seen[-1]["content"] == "[ops] done while you were away"
+    assert seen[-1]["topic_id"] == topic.pk
+    assert await OutboxMessage.objects.filter(delivered_at__isnull=True).acount() == 0
+    await communicator.disconnect()
