@@ -51,9 +51,9 @@ class EngineLoop:
         self.clock = clock
         # Hand out no more tasks than workers can start, so a later critical task is not
         # stuck behind a backlog already sitting in the worker queue.
-        self.slots = (
-            slots or settings.OPENHIVE.get("DISPATCH_SLOTS") or settings.Q_CLUSTER["workers"]
-        )
+        if slots is None:
+            slots = settings.OPENHIVE["DISPATCH_SLOTS"] or settings.Q_CLUSTER["workers"]
+        self.slots = slots
         self.leading = False
         self._last_reap = 0.0
 

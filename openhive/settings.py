@@ -158,6 +158,9 @@ OPENHIVE = {
     "ENGINE_TICK_SECONDS": env.float("OPENHIVE_ENGINE_TICK", default=0.25),
     # A dispatched task that no worker claimed within this time is handed out again.
     "REDISPATCH_SECONDS": env.int("OPENHIVE_REDISPATCH_SECONDS", default=120),
+    # Tasks handed to workers at once; 0 = the worker count of one cluster. With several
+    # clusters, set it to the sum of their workers.
+    "DISPATCH_SLOTS": env.int("OPENHIVE_DISPATCH_SLOTS", default=0),
     "CHAT_HISTORY_MESSAGES": env.int("OPENHIVE_CHAT_HISTORY", default=40),
     "OUTBOX_POLL_SECONDS": env.float("OPENHIVE_OUTBOX_POLL", default=0.3),
 }
