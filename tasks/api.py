@@ -1,0 +1,154 @@
+"""REST: the task queue (/api/v1/tasks). Task text and results may quote secrets a team saw,
+so both pass through the scrubber on the way out."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema
+
+from openhive.engine.models import Session
+from openhive.errors import NotFound
+from teams.api import team_by_name
+from vault.scrubbing import scrub
+
+from .models import Task
+from .selectors import task_get, task_list, task_sessions
+from .services import priority_from_name, task_cancel
+
+router = Router(tags=["tasks"])
+
+PriorityName = Literal["critical", "high", "normal", "low"]
+# Far beyond any real queue, and small enough for every backend's OFFSET.
+MAX_OFFSET = 1_000_000_000
+
+
+class TaskFilters(Schema):
+    team: str | None = Field(None, min_length=1, max_length=64, description="team name")
+    status: Task.Status | None = None
+    type: Task.Type | None = None
+    priority: PriorityName | None = None
+    limit: int = Field(50, ge=1, le=200)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+
+
+class TaskOut(Schema):
+    id: int
+    team: str
+    type: str
+    priority: str
+    status: str
+    text: str
+    result: str
+    source_channel: str
+    topic_id: int | None
+    correlation_id: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: int | None
+    attempts: int
+
+
+class TaskPage(Schema):
+    count: int
+    limit: int
+    offset: int
+    items: list[TaskOut]
+
+
+class SessionBrief(Schema):
+    id: int
+    kind: str
+    stop_reason: str
+    turns: int
+    prompt_tokens: int
+    completion_tokens: int
+    tokens: int
+    cost_usd: float
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class TaskDetailOut(TaskOut):
+    created_by: str
+    sessions: list[SessionBrief]
+
+
+def _task_out(task: Task) -> dict:
+    return {
+        "id": task.pk,
+        "team": task.team.name,
+        "type": task.type,
+        "priority": task.priority_name,
+        "status": task.status,
+        "text": scrub(task.text),
+        "result": scrub(task.result),
+        "source_channel": task.source_channel,
+        "topic_id": task.topic_id,
+        "correlation_id": task.correlation_id,
+        "created_at": task.created_at,
+        "started_at": task.started_at,
+        "finished_at": task.finished_at,
+        "duration_ms": task.duration_ms,
+        "attempts": task.attempts,
+    }
+
+
+def _session_brief(session: Session) -> dict:
+    return {
+        "id": session.pk,
+        "kind": session.kind,
+        "stop_reason": session.stop_reason,
+        "turns": session.turns,
+        "prompt_tokens": session.prompt_tokens,
+        "completion_tokens": session.completion_tokens,
+        "tokens": session.prompt_tokens + session.completion_tokens,
+        "cost_usd": float(session.cost_usd),
+        "started_at": session.started_at,
+        "finished_at": session.finished_at,
+    }
+
+
+def _task_or_404(task_id: int) -> Task:
+    task = task_get(task_id=task_id)
+    if task is None:
+        raise NotFound(f"task {task_id} not found")
+    return task
+
+
+@router.get("", response=TaskPage, summary="Tasks, newest first")
+def tasks_list(request: HttpRequest, filters: Query[TaskFilters]) -> dict:
+    rows = task_list(
+        team=team_by_name(filters.team) if filters.team is not None else None,
+        status=filters.status,
+        type=filters.type,
+        priority=priority_from_name(filters.priority) if filters.priority else None,
+    )
+    page = rows[filters.offset : filters.offset + filters.limit]
+    return {
+        "count": rows.count(),
+        "limit": filters.limit,
+        "offset": filters.offset,
+        "items": [_task_out(task) for task in page],
+    }
+
+
+@router.get("/{task_id}", response=TaskDetailOut, summary="One task with its sessions")
+def tasks_detail(request: HttpRequest, task_id: int) -> dict:
+    task = _task_or_404(task_id)
+    return {
+        **_task_out(task),
+        "created_by": task.created_by,
+        "sessions": [_session_brief(s) for s in task_sessions(task=task)],
+    }
+
+
+@router.post("/{task_id}/cancel", response=TaskOut, summary="Cancel a pending or running task")
+def tasks_cancel(request: HttpRequest, task_id: int) -> dict:
+    _task_or_404(task_id)
+    user = getattr(request.auth, "username", "") or "api"
+    task = task_cancel(task_id=task_id, reason=f"cancelled through the API by {user}")
+    return _task_out(task)

@@ -1,0 +1,42 @@
+import pytest
+from django.db import OperationalError
+from django.test import Client
+
+from teams.models import Team
+
+pytestmark = pytest.mark.django_db
+
+
+def test_health_is_open_and_reports_ok_without_provider():
+    response = Client().get("/api/v1/health")
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "ok",
+        "database": "ok",
+        "provider_configured": False,
+        "version": "0.1.0",
+    }
+
+
+def test_health_reports_a_configured_provider(scripted_provider):
+    scripted_provider([{"when": {}, "reply": {"content": "ok"}}])
+    assert Client().get("/api/v1/health").json()["provider_configured"] is True
+
+
+def test_health_with_a_failing_database_is_503_without_details(monkeypatch):
+    def broken() -> bool:
+        raise OperationalError("could not connect to server: password=hunter2")
+
+    monkeypatch.setattr(Team.objects, "exists", broken)
+    response = Client().get("/api/v1/health")
+    assert response.status_code == 503
+    assert response.json()["status"] == "error"
+    assert response.json()["database"] == "error"
+    assert "hunter2" not in response.content.decode()
+
+
+def test_health_with_an_unreadable_provider_file_is_still_answered(openhive_dirs):
+    (openhive_dirs / "data" / "config" / "providers.yaml").write_text("profiles: [unclosed")
+    response = Client().get("/api/v1/health")
+    assert response.status_code == 200
+    assert response.json()["provider_configured"] is False
