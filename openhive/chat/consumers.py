@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -22,6 +23,7 @@ from .turn import Inbound, chat_receive, chat_turn
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 20_000
+MAX_FRAME_CHARS = 64_000
 NOT_AUTHORIZED = {
     "type": "error",
     "code": "not_authorized",
@@ -65,12 +67,30 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if self.channel_layer is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kw):
+        """A malformed frame gets an `error` and the socket stays open for the next one."""
+        if text_data is None:
+            await self._bad_request("send text frames containing JSON; binary frames are refused")
+            return
+        if len(text_data) > MAX_FRAME_CHARS:
+            await self._bad_request(f"frame larger than {MAX_FRAME_CHARS} characters")
+            return
+        try:
+            content = json.loads(text_data)
+        except ValueError:
+            await self._bad_request("the frame is not valid JSON")
+            return
+        await self.receive_json(content)
+
+    async def _bad_request(self, message: str) -> None:
+        await self.send_json({"type": "error", "code": "bad_request", "message": message})
+
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not hasattr(self, "channel_id"):
             return
         problem = _validate(content)
         if problem:
-            await self.send_json({"type": "error", "code": "bad_request", "message": problem})
+            await self._bad_request(problem)
             return
         try:
             inbound = await database_sync_to_async(chat_receive)(

@@ -138,3 +138,27 @@ async def test_outbox_written_while_offline_is_delivered_on_reconnect(token, dja
     assert seen[-1]["topic_id"] == topic.pk
     assert await OutboxMessage.objects.filter(delivered_at__isnull=True).acount() == 0
     await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    "frame, fragment",
+    [
+        ({"text_data": "{not json"}, "not valid JSON"),
+        ({"bytes_data": b"\x00\x01"}, "binary frames"),
+        ({"text_data": "x" * 70_000}, "larger than"),
+        ({"text_data": "[1, 2, 3]"}, "JSON object"),
+    ],
+)
+async def test_malformed_frames_get_an_error_and_the_socket_stays_usable(
+    token, scripted_provider, frame, fragment
+):
+    scripted_provider([{"when": {}, "reply": {"content": "still here"}}])
+    communicator = await _connect(f"/ws/chat/?token={token}")
+    await _receive_until(communicator, "topic_list")
+    await communicator.send_to(**frame)
+    error = await communicator.receive_json_from(timeout=5)
+    assert error["code"] == "bad_request" and fragment in error["message"]
+    await communicator.send_json_to({"type": "message", "content": "hello?"})
+    seen = await _receive_until(communicator, "response")
+    assert seen[-1]["content"] == "still here"
+    await communicator.disconnect()
