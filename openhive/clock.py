@@ -8,9 +8,9 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -30,6 +30,38 @@ from tasks.services import (
 logger = logging.getLogger(__name__)
 
 REAP_EVERY_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class ClockJob:
+    """Periodic work the leading engine loop runs (trigger clock, stall detector, ...)."""
+
+    name: str
+    func: Callable[[datetime], dict | None]
+    every_seconds: float
+
+
+_JOBS: dict[str, ClockJob] = {}
+
+
+def clock_job(name: str, *, every_seconds: float):
+    """Register `func(now) -> stats | None` to run on the leader about every `every_seconds`
+    (at most once per tick). Apps register their jobs when their module is imported."""
+
+    def decorate(func: Callable[[datetime], dict | None]):
+        _JOBS[name] = ClockJob(name, func, every_seconds)
+        return func
+
+    return decorate
+
+
+def registered_jobs() -> list[ClockJob]:
+    return list(_JOBS.values())
+
+
+@clock_job("reap-expired-leases", every_seconds=REAP_EVERY_SECONDS)
+def reap_expired_leases(now: datetime) -> dict:
+    return tasks_reap_expired_leases(now=now)
 
 
 def default_enqueue(task_id: int) -> None:
@@ -55,7 +87,7 @@ class EngineLoop:
             slots = settings.OPENHIVE["DISPATCH_SLOTS"] or settings.Q_CLUSTER["workers"]
         self.slots = slots
         self.leading = False
-        self._last_reap = 0.0
+        self._last_run: dict[str, datetime] = {}
 
     def tick(self) -> dict[str, int]:
         now = self.clock()
@@ -68,9 +100,15 @@ class EngineLoop:
         if not leading:
             return {"dispatched": 0}
         stats = {"dispatched": self.dispatch(now)}
-        if time.monotonic() - self._last_reap >= REAP_EVERY_SECONDS:
-            self._last_reap = time.monotonic()
-            stats.update(tasks_reap_expired_leases(now=now))
+        for job in registered_jobs():
+            last = self._last_run.get(job.name)
+            if last is not None and (now - last).total_seconds() < job.every_seconds:
+                continue
+            self._last_run[job.name] = now
+            try:
+                stats.update(job.func(now) or {})
+            except Exception:  # one failing job must not starve the others
+                logger.exception("clock job %s failed", job.name)
         return stats
 
     def dispatch(self, now: datetime) -> int:

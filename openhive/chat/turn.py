@@ -16,6 +16,7 @@ from teams.services import team_ensure_main
 from .models import Message, Topic
 from .selectors import topic_history
 from .services import message_record, message_rescrub, topic_default
+from .signals import message_received
 
 ROUTING_TOOLS = ["spawn_team", "delegate_task", "list_teams"]
 
@@ -44,6 +45,9 @@ def chat_receive(*, channel_id: str, sender_id: str, content: str, topic_id: int
     topic = topic or topic_default(channel_id=channel_id)
     message = message_record(
         topic=topic, sender_id=sender_id, role=Message.Role.USER, content=content
+    )
+    message_received.send(
+        sender=Message, message=message, topic=topic, channel_id=channel_id, sender_id=sender_id
     )
     return Inbound(topic=topic, message=message)
 

@@ -114,3 +114,20 @@ def test_leader_requeues_a_task_whose_worker_lease_expired(clock):
     task.refresh_from_db()
     assert stats["requeued"] == 1
     assert task.status == Task.Status.PENDING and task.lease_owner == ""
+
+
+def test_registered_clock_jobs_run_on_the_leader_at_their_interval(clock, monkeypatch):
+    from openhive import clock as clock_module
+
+    runs: list[datetime] = []
+    monkeypatch.setattr(clock_module, "_JOBS", dict(clock_module._JOBS))
+    clock_module.clock_job("probe", every_seconds=10)(lambda now: runs.append(now) or {})
+    leader, follower = _loop(clock, []), _loop(clock, [])
+    for _ in range(4):
+        leader.tick()
+        follower.tick()
+        clock.advance(4)
+    assert runs == [
+        datetime(2026, 11, 21, 12, 0, tzinfo=UTC),
+        datetime(2026, 11, 21, 12, 0, 12, tzinfo=UTC),
+    ]
