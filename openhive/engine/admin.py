@@ -1,0 +1,189 @@
+"""Back office for sessions and the tool-call audit (read-only records), plus a read-only page
+of the provider profiles (their keys are never shown)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+
+from openhive.errors import ProviderNotConfigured
+from vault.scrubbing import scrub
+
+from .models import EngineLease, LlmExchange, Session, ToolCall
+from .providers import list_profiles, providers_file
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records the system wrote (audit, history): an operator reads them, nobody edits them."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+        # Subclasses list their `fields`; all of them are display-only.
+        return tuple(self.fields or ())
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class LlmExchangeInline(ReadOnlyInline):
+    model = LlmExchange
+    fields = (
+        "turn",
+        "finish_reason",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+        "latency_ms",
+        "created_at",
+    )
+
+
+class ToolCallInline(ReadOnlyInline):
+    model = ToolCall
+    fields = ("tool", "success", "error", "duration_ms", "created_at")
+
+
+@admin.register(Session)
+class SessionAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "team",
+        "kind",
+        "stop_reason",
+        "turns",
+        "tokens",
+        "cost_usd",
+        "started_at",
+    )
+    list_filter = ("kind", "stop_reason", "team")
+    list_select_related = ("team",)
+    search_fields = ("team__name", "model", "provider_profile")
+    date_hierarchy = "started_at"
+    fields = (
+        "team",
+        "task",
+        "topic",
+        "kind",
+        "model",
+        "provider_profile",
+        "stop_reason",
+        "error_text",
+        "final",
+        "turns",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+        "started_at",
+        "finished_at",
+    )
+    readonly_fields = ("error_text", "final")
+    inlines = (LlmExchangeInline, ToolCallInline)
+
+    @admin.display(description="tokens")
+    def tokens(self, obj: Session) -> int:
+        return obj.prompt_tokens + obj.completion_tokens
+
+    # Stored text is scrubbed when written; scrub again so a secret added later is hidden too.
+    @admin.display(description="error")
+    def error_text(self, obj: Session) -> str:
+        return scrub(obj.error)
+
+    @admin.display(description="final text")
+    def final(self, obj: Session) -> str:
+        return scrub(obj.final_text)
+
+
+@admin.register(LlmExchange)
+class LlmExchangeAdmin(ReadOnlyAdmin):
+    list_display = ("session", "turn", "finish_reason", "prompt_tokens", "completion_tokens")
+    list_filter = ("finish_reason",)
+    list_select_related = ("session",)
+    search_fields = ("request_digest",)
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(ReadOnlyAdmin):
+    list_display = ("team_name", "tool", "success", "duration_ms", "created_at", "session")
+    list_filter = ("tool", "success")
+    search_fields = ("team_name", "tool", "error")
+    date_hierarchy = "created_at"
+
+
+@admin.register(EngineLease)
+class EngineLeaseAdmin(ReadOnlyAdmin):
+    list_display = ("name", "holder", "acquired_at", "expires_at")
+
+
+# Provider profiles live in a YAML file, not a table: one read-only page, linked from the
+# engine section of the admin index.
+
+
+def providers_view(request: HttpRequest) -> HttpResponse:
+    error = ""
+    try:
+        profiles = [profile.describe() for profile in list_profiles()]
+    except ProviderNotConfigured as exc:
+        profiles, error = [], scrub(exc.message)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Provider profiles",
+        "profiles": profiles,
+        "error": error,
+        "providers_file": providers_file(),
+    }
+    return TemplateResponse(request, "admin/engine/providers.html", context)
+
+
+def _install_provider_page(site: admin.AdminSite) -> None:
+    get_urls = site.get_urls
+    get_app_list = site.get_app_list
+
+    def urls() -> list[URLPattern]:
+        page = path("providers/", site.admin_view(providers_view), name="providers")
+        return [page, *get_urls()]
+
+    def app_list(request: HttpRequest, app_label: str | None = None) -> list[dict]:
+        apps = get_app_list(request, app_label)
+        for app in apps:
+            if app["app_label"] == "engine":
+                app["models"].append(
+                    {
+                        "name": "Provider profiles",
+                        "object_name": "ProviderProfile",
+                        "perms": {"view": True},
+                        "admin_url": reverse("admin:providers", current_app=site.name),
+                        "add_url": None,
+                        "view_only": True,
+                    }
+                )
+        return apps
+
+    site.get_urls = urls  # type: ignore[method-assign]
+    site.get_app_list = app_list  # type: ignore[method-assign]
+
+
+_install_provider_page(admin.site)
