@@ -63,10 +63,16 @@ def docs_guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
 
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.method not in ("GET", "HEAD"):
+            response = JsonResponse({"detail": "Method not allowed (allowed: GET)"}, status=405)
+            response["Allow"] = "GET"
+            return response
         if authenticated(request) is not None:
             return view(request, *args, **kwargs)
         if "text/html" in request.headers.get("Accept", ""):
             return redirect_to_login(request.get_full_path())
         return JsonResponse({"detail": "Unauthorized"}, status=401)
 
+    # Read-only pages: other methods are refused above, with JSON rather than Django's CSRF page.
+    wrapper.csrf_exempt = True  # type: ignore[attr-defined]
     return wrapper

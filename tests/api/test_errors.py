@@ -78,3 +78,12 @@ def test_docs_page_is_served_to_a_staff_session():
     client = Client()
     client.force_login(UserFactory(is_staff=True))
     assert client.get("/api/v1/docs", HTTP_ACCEPT="text/html").status_code == 200
+
+
+def test_docs_refuse_writes_with_json():
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(UserFactory(is_staff=True))
+    for path in ("/api/v1/docs", "/api/v1/openapi.json"):
+        response = client.post(path)
+        assert response.status_code == 405
+        assert response.json()["detail"].startswith("Method not allowed")
