@@ -39,6 +39,8 @@ class ToolSpec:
 
 
 _REGISTRY: dict[str, ToolSpec] = {}
+# Schema keywords some providers reject (`format: uri` on Gemini, titles are noise).
+_UNPORTABLE_KEYWORDS = frozenset({"title", "format"})
 
 
 def tool(*, name: str, description: str, args: type[BaseModel], ops: Ops = "daily"):
@@ -84,8 +86,9 @@ def tools_for(patterns: Iterable[str], *, only: Iterable[str] | None = None) -> 
 
 
 def portable_schema(model: type[BaseModel]) -> dict:
-    """A JSON schema every provider accepts: references inlined, titles dropped, every property
-    required, and optional ones nullable (a null means "use the default")."""
+    """A JSON schema every provider accepts: references inlined, titles and formats dropped
+    (pydantic still validates them), every property required, and optional ones nullable (a
+    null means "use the default")."""
     raw = model.model_json_schema()
     defs = raw.pop("$defs", {})
 
@@ -93,8 +96,18 @@ def portable_schema(model: type[BaseModel]) -> dict:
         if isinstance(node, dict):
             if "$ref" in node:
                 target = copy.deepcopy(defs[node["$ref"].split("/")[-1]])
-                return resolve(target)
-            out = {k: resolve(v) for k, v in node.items() if k != "title"}
+                # Keywords beside the reference (a field's description) win over the target's.
+                siblings = {k: v for k, v in node.items() if k != "$ref"}
+                return resolve({**target, **siblings})
+            out = {}
+            for key, value in node.items():
+                if key in _UNPORTABLE_KEYWORDS:
+                    continue
+                if key == "properties" and isinstance(value, dict):
+                    # Property names are data, not keywords: a property called "title" stays.
+                    out[key] = {prop: resolve(sub) for prop, sub in value.items()}
+                else:
+                    out[key] = resolve(value)
             if out.get("type") == "object" and "properties" in out:
                 required = set(out.get("required", []))
                 for prop, sub in out["properties"].items():
