@@ -27,10 +27,10 @@ SENSITIVE_KEYS = frozenset({"credentials", "password", "api_key", "secret", "tok
 
 
 class Scrubber:
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, secrets: Iterable[str] = (), *, min_length: int = MIN_SECRET_LENGTH) -> None:
         # Longest first, so a secret that contains another is replaced whole.
         self.secrets = sorted(
-            {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True
+            {s for s in secrets if s and len(s) >= max(1, min_length)}, key=len, reverse=True
         )
 
     def text(self, value: str) -> str:
@@ -69,6 +69,28 @@ def _redact_all(value: Any) -> Any:
     return value
 
 
+def sensitive_values(value: Any) -> list[str]:
+    """The strings `Scrubber.data` would redact by key (credential values, passwords, tokens),
+    so that the same values can be scrubbed wherever else they appear: in free text next to
+    them, in an error, or in a reply that repeats them."""
+    found: list[str] = []
+
+    def collect(node: Any, sensitive: bool) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if sensitive and k in ("key", "name"):
+                    continue
+                collect(v, sensitive or str(k).lower() in SENSITIVE_KEYS)
+        elif isinstance(node, (list, tuple)):
+            for v in node:
+                collect(v, sensitive)
+        elif sensitive and isinstance(node, str):
+            found.append(node)
+
+    collect(value, False)
+    return found
+
+
 _lock = threading.Lock()
 _cached: Scrubber = Scrubber()
 _loaded_at = 0.0
@@ -96,6 +118,15 @@ def get_scrubber(*, refresh: bool = False) -> Scrubber:
 def invalidate() -> None:
     global _loaded_at
     _loaded_at = 0.0
+
+
+def remember(values: Iterable[str]) -> None:
+    """Teach the cached scrubber new secret values at once, without the database: a log line
+    written right after a secret is stored must not carry it (the logging filter never reads
+    the database). The next reload replaces the cache with the database's truth."""
+    global _cached
+    with _lock:
+        _cached = _cached.with_extra(values)
 
 
 def cached_scrubber() -> Scrubber:

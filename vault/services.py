@@ -21,4 +21,5 @@ def vault_store_secret(*, team: Team, key: str, value: str, updated_by: str) -> 
         entry.save()
     transaction.on_commit(scrubbing.invalidate)
     scrubbing.invalidate()
+    scrubbing.remember([value])
     return entry

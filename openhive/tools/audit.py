@@ -8,13 +8,14 @@ import logging
 import time
 from typing import Any
 
+from django.db import transaction
 from pydantic import ValidationError
 
 from openhive.engine.models import ToolCall
 from openhive.errors import DomainError
 from openhive.tools.context import ToolContext
 from openhive.tools.registry import ToolSpec, all_tools, get_tool, is_allowed
-from vault.scrubbing import get_scrubber
+from vault.scrubbing import get_scrubber, sensitive_values
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,8 @@ def call_tool(ctx: ToolContext, name: str, arguments: str | dict | None) -> dict
     extra_secrets: list[str] = []
     try:
         raw = _parse_arguments(arguments)
+        # Known before validation, so a refused or crashing call cannot leak them either.
+        extra_secrets = sensitive_values(raw)
         spec = get_tool(name)
         if spec is None:
             result = _failure(
@@ -35,7 +38,8 @@ def call_tool(ctx: ToolContext, name: str, arguments: str | dict | None) -> dict
                 f'tool "{name}" is not allowed for team "{ctx.team.name}"', "TOOL_NOT_ALLOWED"
             )
         else:
-            result, extra_secrets = _invoke(spec, ctx, raw)
+            result, declared = _invoke(spec, ctx, raw)
+            extra_secrets += declared
     except _BadArguments as exc:
         result = _failure(str(exc), "INVALID_ARGUMENTS")
     except Exception:  # the never-throw contract: the model gets an error, the log a trace
@@ -101,21 +105,30 @@ def _available(ctx: ToolContext) -> str:
     return ", ".join(names) or "none"
 
 
+def _jsonable(value: Any) -> Any:
+    """Plain JSON for the audit row: dates, decimals and the like become their text."""
+    return json.loads(json.dumps(value, default=str))
+
+
 def _record(
     ctx: ToolContext, name: str, raw: Any, result: dict, duration_ms: int, extra: list[str]
 ) -> None:
-    scrubber = get_scrubber().with_extra(extra)
     try:
-        ToolCall.objects.create(
-            session_id=ctx.session_id,
-            team=ctx.team if ctx.team.pk else None,
-            team_name=ctx.team.name,
-            tool=name[:100],
-            arguments=scrubber.data(raw if isinstance(raw, dict) else {"raw": str(raw)}),
-            success=bool(result.get("success")),
-            result=scrubber.data(result),
-            error=scrubber.text(str(result.get("error", ""))),
-            duration_ms=duration_ms,
-        )
+        scrubber = get_scrubber().with_extra(extra)
+        # A savepoint: a failed insert must not break the caller's transaction (PostgreSQL).
+        with transaction.atomic():
+            ToolCall.objects.create(
+                session_id=ctx.session_id,
+                team=ctx.team if ctx.team.pk else None,
+                team_name=ctx.team.name,
+                tool=name[:100],
+                arguments=_jsonable(
+                    scrubber.data(raw if isinstance(raw, dict) else {"raw": str(raw)})
+                ),
+                success=bool(result.get("success")),
+                result=_jsonable(scrubber.data(result)),
+                error=scrubber.text(str(result.get("error", ""))),
+                duration_ms=duration_ms,
+            )
     except Exception:  # an audit failure must be loud in the log but never break the session
         logger.exception("could not record the audit row for tool %s", name)

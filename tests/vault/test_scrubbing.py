@@ -1,0 +1,287 @@
+"""Secrets at rest and in flight: the scrubber, the logging filter, encryption and the vault."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import yaml
+from cryptography.fernet import Fernet
+
+from tests.factories import TeamFactory
+from vault import crypto, scrubbing
+from vault.models import VaultEntry
+from vault.scrubbing import REDACTED, Scrubber, ScrubSecretsFilter, get_scrubber
+from vault.selectors import vault_keys, vault_secret_values
+from vault.services import vault_store_secret
+
+SECRET = "hunter2-correct-horse"
+
+
+@pytest.fixture
+def vault_key(settings):
+    """A fixed vault key for the test; the cached Fernet is rebuilt before and after."""
+    settings.VAULT_KEYS = [Fernet.generate_key().decode()]
+    crypto.reset_keys()
+    yield settings.VAULT_KEYS[0]
+    crypto.reset_keys()
+
+
+# --- Scrubber -------------------------------------------------------------------------------
+
+
+def test_known_secret_is_replaced_everywhere_in_a_text():
+    scrubber = Scrubber([SECRET])
+    assert scrubber.text(f"a {SECRET} b {SECRET}") == f"a {REDACTED} b {REDACTED}"
+
+
+def test_short_values_are_not_treated_as_secrets():
+    scrubber = Scrubber(["abc", "1234567"])
+    assert scrubber.secrets == []
+    assert scrubber.text("abc 1234567") == "abc 1234567"
+
+
+def test_min_length_can_be_lowered_for_values_known_to_be_secret():
+    assert Scrubber(["pa55wd", ""], min_length=1).text("pw pa55wd") == f"pw {REDACTED}"
+
+
+def test_remembered_values_are_scrubbed_at_once_without_a_reload():
+    scrubbing.remember(["remembered-value-1"])
+    assert scrubbing.cached_scrubber().text("x remembered-value-1") == f"x {REDACTED}"
+
+
+def test_longer_secret_containing_a_shorter_one_is_replaced_whole():
+    scrubber = Scrubber(["password1", "password1-extended"])
+    assert scrubber.text("x password1-extended y") == f"x {REDACTED} y"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("key sk-abcdefghijklmnopqrstuvwxyz0123 end", f"key {REDACTED} end"),
+        ("Authorization: Bearer abc.def-ghi_123", f"Authorization: Bearer {REDACTED}"),
+        ("GET /x?token=abcd1234efgh&y=1", f"GET /x?token={REDACTED}&y=1"),
+        ('api_key: "zzzzyyyyxxxx"', f'api_key: "{REDACTED}"'),
+        ("API-KEY=qwertyuiop", f"API-KEY={REDACTED}"),
+    ],
+)
+def test_secret_shaped_strings_are_replaced_even_when_unknown(text, expected):
+    assert Scrubber().text(text) == expected
+
+
+def test_ordinary_text_is_left_alone():
+    text = "The token bucket refills every 10 seconds; see the api key docs."
+    assert Scrubber([SECRET]).text(text) == text
+
+
+def test_data_scrubs_nested_strings_and_sensitive_keys():
+    scrubber = Scrubber([SECRET])
+    data = {
+        "note": f"uses {SECRET}",
+        "items": [SECRET, 3, None, {"deep": SECRET}],
+        "credentials": [{"key": "API_TOKEN", "value": "short"}],
+        "password": "pw",
+        "Token": {"name": "gh", "value": "whatever-it-is"},
+        "count": 2,
+    }
+    assert scrubber.data(data) == {
+        "note": f"uses {REDACTED}",
+        "items": [REDACTED, 3, None, {"deep": REDACTED}],
+        "credentials": [{"key": "API_TOKEN", "value": REDACTED}],
+        "password": REDACTED,
+        "Token": {"name": "gh", "value": REDACTED},
+        "count": 2,
+    }
+
+
+def test_sensitive_values_are_harvested_from_arguments():
+    data = {
+        "init_context": "free text",
+        "credentials": [{"key": "A", "value": "first-value"}, {"key": "B", "value": "second"}],
+        "nested": {"api_key": "third-value"},
+    }
+    assert scrubbing.sensitive_values(data) == ["first-value", "second", "third-value"]
+
+
+def test_with_extra_adds_secrets_without_changing_the_original():
+    base = Scrubber([SECRET])
+    extended = base.with_extra(["another-secret-1"])
+    assert extended.text("another-secret-1") == REDACTED
+    assert base.text("another-secret-1") == "another-secret-1"
+    assert extended.text(SECRET) == REDACTED
+
+
+# --- the live scrubber --------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_live_scrubber_knows_vault_secrets(main_team, vault_key):
+    team = TeamFactory(name="ops", parent=main_team)
+    vault_store_secret(team=team, key="API_TOKEN", value=SECRET, updated_by="main")
+    assert get_scrubber().text(f"token {SECRET}") == f"token {REDACTED}"
+
+
+@pytest.mark.django_db
+def test_live_scrubber_knows_provider_keys(openhive_dirs, monkeypatch):
+    monkeypatch.setenv("ZZ_TEST_PROVIDER_KEY", "env-provider-key-123")
+    (openhive_dirs / "data" / "config" / "providers.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "profiles": {
+                    "default": {"model": "openai/gpt-4.1-mini", "api_key": "plain-key-0987654"},
+                    "fast": {"model": "openai/x", "api_key_env": "ZZ_TEST_PROVIDER_KEY"},
+                }
+            }
+        )
+    )
+    scrubber = get_scrubber(refresh=True)
+    assert scrubber.text("plain-key-0987654 env-provider-key-123") == f"{REDACTED} {REDACTED}"
+
+
+@pytest.mark.django_db
+def test_live_scrubber_is_cached_until_invalidated(main_team, vault_key, monkeypatch):
+    calls = []
+    real = scrubbing._load_secret_values
+
+    def counting():
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(scrubbing, "_load_secret_values", counting)
+    scrubbing.invalidate()
+    get_scrubber()
+    get_scrubber()
+    assert len(calls) == 1
+    scrubbing.invalidate()
+    get_scrubber()
+    assert len(calls) == 2
+
+
+# --- the logging filter ----------------------------------------------------------------------
+
+
+def _record(msg, *args, exc_info=None) -> logging.LogRecord:
+    return logging.LogRecord("t", logging.ERROR, __file__, 1, msg, args, exc_info)
+
+
+@pytest.mark.django_db
+def test_log_filter_scrubs_formatted_messages_and_tracebacks(main_team, vault_key):
+    team = TeamFactory(name="ops", parent=main_team)
+    vault_store_secret(team=team, key="API_TOKEN", value=SECRET, updated_by="main")
+    get_scrubber(refresh=True)
+    try:
+        raise ValueError(f"bad {SECRET}")
+    except ValueError:
+        import sys
+
+        record = _record("value %s and %d", SECRET, 3, exc_info=sys.exc_info())
+    assert ScrubSecretsFilter().filter(record) is True
+    assert record.getMessage() == f"value {REDACTED} and 3"
+    assert SECRET not in record.exc_text
+    assert "ValueError: bad [REDACTED]" in record.exc_text
+
+
+@pytest.mark.django_db
+def test_log_filter_knows_a_secret_as_soon_as_it_is_stored(main_team, vault_key, caplog):
+    logger = logging.getLogger("zz.test.scrub")
+    caplog.handler.addFilter(ScrubSecretsFilter())
+    get_scrubber(refresh=True)  # the cache is warm and does not know the secret yet
+    team = TeamFactory(name="ops", parent=main_team)
+    vault_store_secret(team=team, key="API_TOKEN", value=SECRET, updated_by="main")
+    with caplog.at_level(logging.INFO, logger="zz.test.scrub"):
+        logger.info("just stored %s", SECRET)
+    assert caplog.messages == [f"just stored {REDACTED}"]
+    assert SECRET not in caplog.text
+
+
+def test_log_filter_survives_a_malformed_log_call():
+    record = _record("needs two %s %s", "one")
+    assert ScrubSecretsFilter().filter(record) is True
+
+
+def test_log_filter_scrubs_secret_shapes_without_the_database():
+    record = _record("calling with Bearer abcdefghijkl")
+    ScrubSecretsFilter().filter(record)
+    assert record.getMessage() == f"calling with Bearer {REDACTED}"
+
+
+# --- encryption at rest ----------------------------------------------------------------------
+
+
+def test_encrypt_round_trips_and_never_stores_the_plaintext(vault_key):
+    ciphertext = crypto.encrypt(SECRET)
+    assert SECRET not in ciphertext
+    assert crypto.decrypt(ciphertext) == SECRET
+
+
+def test_rotated_keys_still_decrypt_old_ciphertext_and_encrypt_with_the_new_key(settings):
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    try:
+        settings.VAULT_KEYS = [old]
+        crypto.reset_keys()
+        before = crypto.encrypt(SECRET)
+        settings.VAULT_KEYS = [new, old]
+        crypto.reset_keys()
+        assert crypto.decrypt(before) == SECRET
+        after = crypto.encrypt(SECRET)
+        assert Fernet(new.encode()).decrypt(after.encode()).decode() == SECRET
+        settings.VAULT_KEYS = [new]
+        crypto.reset_keys()
+        with pytest.raises(ValueError, match="cannot be decrypted"):
+            crypto.decrypt(before)
+    finally:
+        crypto.reset_keys()
+
+
+def test_without_a_vault_key_a_key_is_derived_from_secret_key(settings, caplog):
+    settings.VAULT_KEYS = []
+    crypto.reset_keys()
+    try:
+        with caplog.at_level(logging.WARNING, logger="vault.crypto"):
+            ciphertext = crypto.encrypt(SECRET)
+        assert crypto.decrypt(ciphertext) == SECRET
+        assert any("OPENHIVE_VAULT_KEY is not set" in m for m in caplog.messages)
+    finally:
+        crypto.reset_keys()
+
+
+# --- the vault ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_stored_secret_is_ciphertext_in_the_database(main_team, vault_key):
+    team = TeamFactory(name="ops", parent=main_team)
+    vault_store_secret(team=team, key="API_TOKEN", value=SECRET, updated_by="main")
+    raw = VaultEntry.objects.values_list("value", flat=True).get(team=team, key="API_TOKEN")
+    assert SECRET not in raw
+    assert crypto.decrypt(raw) == SECRET
+
+
+@pytest.mark.django_db
+def test_storing_a_secret_again_replaces_it_and_bumps_the_version(main_team, vault_key):
+    team = TeamFactory(name="ops", parent=main_team)
+    vault_store_secret(team=team, key="API_TOKEN", value=SECRET, updated_by="main")
+    entry = vault_store_secret(team=team, key="API_TOKEN", value="new-value-1234", updated_by="x")
+    entry.refresh_from_db()
+    assert entry.version == 2 and entry.updated_by == "x" and entry.is_secret
+    assert VaultEntry.objects.filter(team=team).count() == 1
+    assert vault_secret_values(team=team) == ["new-value-1234"]
+
+
+@pytest.mark.django_db
+def test_secret_values_skip_rows_that_cannot_be_decrypted(main_team, vault_key):
+    team = TeamFactory(name="ops", parent=main_team)
+    vault_store_secret(team=team, key="GOOD", value=SECRET, updated_by="main")
+    VaultEntry.objects.create(team=team, key="BROKEN", value="not-a-token", is_secret=True)
+    assert vault_secret_values() == [SECRET]
+
+
+@pytest.mark.django_db
+def test_vault_keys_never_return_secret_values(main_team, vault_key):
+    team = TeamFactory(name="ops", parent=main_team)
+    vault_store_secret(team=team, key="API_TOKEN", value=SECRET, updated_by="main")
+    VaultEntry.objects.create(team=team, key="state", value="plain state")
+    listed = {e["key"]: e for e in vault_keys(team=team)}
+    assert listed["API_TOKEN"]["value"] is None and listed["API_TOKEN"]["is_secret"]
+    assert listed["state"]["value"] == "plain state"
+    assert SECRET not in repr(listed)
