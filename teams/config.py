@@ -48,6 +48,12 @@ def load_team_config(name: str) -> TeamConfig:
         raise DomainError(f'team "{name}" has no config.yaml at {path}', code="config_error")
     try:
         data = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(data, dict):
+            raise DomainError(
+                f"config error in {path}: expected a mapping of settings, got "
+                f"{type(data).__name__}",
+                code="config_error",
+            )
         return TeamConfig.model_validate({"name": name, **data})
     except (yaml.YAMLError, ValidationError) as exc:
         raise DomainError(f"config error in {path}: {exc}", code="config_error") from exc

@@ -62,7 +62,15 @@ def complete(
     if timeout is not None:
         kwargs.setdefault("timeout", timeout)
     started = time.monotonic()
-    response = litellm.completion(messages=messages, metadata={"openhive_team": team}, **kwargs)
+    try:
+        response = litellm.completion(messages=messages, metadata={"openhive_team": team}, **kwargs)
+    except Exception as exc:
+        # litellm wraps a script's own error in a connection error with a trace and a bug-report
+        # link; the script's message is what the operator needs.
+        script_error = _script_error(exc)
+        if script_error is not None:
+            raise script_error from None
+        raise
     latency_ms = int((time.monotonic() - started) * 1000)
     choice = response.choices[0]
     message = choice.message.model_dump(exclude_none=True)
@@ -77,6 +85,19 @@ def complete(
         cost_usd=_cost(litellm, response, profile),
         latency_ms=latency_ms,
     )
+
+
+def _script_error(exc: BaseException) -> BaseException | None:
+    from openhive.engine.scripted import ScriptError
+
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        if isinstance(node, ScriptError):
+            return node
+        seen.add(id(node))
+        node = node.__cause__ or node.__context__
+    return None
 
 
 def _cost(litellm: ModuleType, response: Any, profile: ProviderProfile) -> Decimal:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from openhive import paths
 
@@ -29,6 +29,16 @@ class When(BaseModel):
     last: str | None = Field(default=None, pattern="^(user|tool|assistant)$")
     tool: str | None = None
     matches: str | None = None
+
+    @field_validator("matches")
+    @classmethod
+    def _valid_regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"matches is not a valid regular expression: {exc}") from exc
+        return value
 
 
 class ScriptedToolCall(BaseModel):
@@ -110,8 +120,17 @@ def load_script(name: str) -> Script:
             try:
                 _cache[key] = Script.model_validate(yaml.safe_load(path.read_text()) or {})
             except Exception as exc:
-                raise ScriptError(f"scripted provider: {path} is invalid: {exc}") from exc
+                raise ScriptError(f"scripted provider: {path} is invalid: {_short(exc)}") from exc
         return _cache[key]
+
+
+def _short(exc: Exception) -> str:
+    """One line: which rule and field is wrong, or where the YAML breaks."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'script'}: {e['msg']}" for e in exc.errors()
+        )
+    return " ".join(str(exc).split())
 
 
 def read_conversation(messages: list[dict], team: str | None) -> Conversation:
@@ -188,7 +207,11 @@ def reply_payload(reply: Reply, turn: int) -> dict:
 def scripted_reply(script_name: str, messages: list[dict], team: str | None) -> dict:
     script = load_script(script_name)
     conv = read_conversation(messages, team)
-    reply = choose_reply(script, conv)
+    try:
+        reply = choose_reply(script, conv)
+    except ScriptError as exc:
+        # Say which script to edit: the operator may have several.
+        raise ScriptError(f"{exc} in script {resolve_script_path(script_name)}") from None
     if reply.delay_ms:
         time.sleep(reply.delay_ms / 1000)
     turn = sum(1 for m in conv.messages if m.get("role") == "assistant")

@@ -22,7 +22,7 @@ from openhive.tools.audit import call_tool
 from openhive.tools.context import ToolContext
 from openhive.tools.registry import tools_for
 from teams.config import load_team_config
-from vault.scrubbing import Scrubber, get_scrubber
+from vault.scrubbing import Scrubber, get_scrubber, sensitive_values
 
 if TYPE_CHECKING:
     from openhive.chat.models import Topic
@@ -76,20 +76,25 @@ def run_session(request: SessionRequest) -> SessionOutcome:
         team=team, task=request.task, topic=request.topic, kind=request.kind
     )
     scrubber = get_scrubber(refresh=True)
+    handed_over: list[str] = []  # secret values seen in tool-call arguments (credentials)
     try:
         config = load_team_config(team.name)
         profile = resolve_profile(config.provider_profile)
         session.model, session.provider_profile = profile.model, profile.name
         max_turns = request.max_turns or config.max_turns
-        content = _loop(request, session, profile, config.allowed_tools, max_turns, scrubber)
-        return _finish(session, Stop.COMPLETED, content, "")
+        content = _loop(
+            request, session, profile, config.allowed_tools, max_turns, scrubber, handed_over
+        )
+        return _finish(session, Stop.COMPLETED, content, "", handed_over)
     except _Stopped as stop:
-        return _finish(session, stop.reason, str(stop), str(stop))
+        return _finish(session, stop.reason, str(stop), str(stop), handed_over)
     except (ProviderNotConfigured, DomainError) as exc:
-        return _finish(session, Stop.ERROR, "", exc.message)
+        return _finish(session, Stop.ERROR, "", exc.message, handed_over)
     except Exception as exc:  # a provider or script failure ends this session, not the process
         logger.warning("session %s of team %s failed: %s", session.pk, team.name, exc)
-        return _finish(session, Stop.ERROR, "", f"{type(exc).__name__}: {exc}")
+        # The first line says what went wrong; provider traces stay in the log.
+        first_line = (str(exc).strip().splitlines() or [""])[0][:1000]
+        return _finish(session, Stop.ERROR, "", f"{type(exc).__name__}: {first_line}", handed_over)
 
 
 def _loop(
@@ -99,6 +104,7 @@ def _loop(
     allowed_tools: list[str],
     max_turns: int,
     scrubber: Scrubber,
+    handed_over: list[str],
 ) -> str:
     team = request.team
     prompt = build_system_prompt(team, topic_name=request.topic.name if request.topic else None)
@@ -123,6 +129,11 @@ def _loop(
     for turn in range(1, max_turns + 1):
         _check_stop(request, deadline)
         reply = llm.complete(profile, messages, schemas, team=team.name)
+        # Credentials in the model's tool calls are secrets from now on: in the user message
+        # that carried them, in this reply, and in everything after. Secrets that tools stored
+        # meanwhile come with a fresh live scrubber.
+        handed_over.extend(_secrets_in_calls(reply.message))
+        scrubber = get_scrubber().with_extra(handed_over)
         _record_exchange(session, turn, messages, recorded_upto, reply, scrubber)
         recorded_upto = len(messages)
         messages.append(reply.message)
@@ -149,6 +160,17 @@ def _loop(
         f"[Session stopped after {max_turns} turns without a final answer; the work may be "
         "partly done: check the tool calls in the audit.]",
     )
+
+
+def _secrets_in_calls(message: dict) -> list[str]:
+    values: list[str] = []
+    for call in message.get("tool_calls") or []:
+        try:
+            arguments = json.loads(call.get("function", {}).get("arguments") or "{}")
+        except (TypeError, ValueError):
+            continue
+        values += sensitive_values(arguments)
+    return values
 
 
 def _check_stop(request: SessionRequest, deadline: float | None) -> None:
@@ -204,8 +226,11 @@ def _record_exchange(
     )
 
 
-def _finish(session: Session, reason: str, content: str, error: str) -> SessionOutcome:
-    scrubber = get_scrubber(refresh=True)  # the session may have created secrets
+def _finish(
+    session: Session, reason: str, content: str, error: str, handed_over: list[str]
+) -> SessionOutcome:
+    # The session may have created secrets: reload, and add those only seen in tool calls.
+    scrubber = get_scrubber(refresh=True).with_extra(handed_over)
     session.stop_reason = reason
     session.final_text = scrubber.text(content)
     session.error = scrubber.text(error)
