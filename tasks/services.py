@@ -12,6 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from openhive.errors import DomainError, NotFound
+from vault.scrubbing import scrub
 
 from .models import Task
 
@@ -50,7 +51,8 @@ def task_enqueue(
         raise DomainError("task text must not be empty", code="invalid_task")
     return Task.objects.create(
         team=team,
-        text=text,
+        # A known secret never reaches a task (and so a prompt): teams read theirs from the vault.
+        text=scrub(text),
         type=type,
         priority=priority,
         source_channel=source_channel,
@@ -127,7 +129,7 @@ def task_finish(
         if task is None:
             return None
         task.status = status
-        task.result = result[:RESULT_LIMIT]
+        task.result = scrub(result)[:RESULT_LIMIT]
         task.finished_at = now
         task.duration_ms = (
             int((now - task.started_at).total_seconds() * 1000) if task.started_at else None

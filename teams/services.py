@@ -87,8 +87,9 @@ def team_spawn(
             _scaffold(workspace)
             write_team_config(default_config(name, parent=parent.name, description=description))
             if init_context:
-                # Credentials handed over in the same call never reach a prompt file.
-                safe = Scrubber(credentials.values()).text(init_context)
+                # Credentials handed over in the same call never reach a prompt file, however
+                # short: here we know for certain that they are secrets.
+                safe = Scrubber(credentials.values(), min_length=1).text(init_context)
                 (workspace / "team-rules" / "team-context.md").write_text(
                     "# Team context\n\n" + safe.strip() + "\n"
                 )
