@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from openhive.errors import DomainError, NotFound
+from openhive.errors import Conflict, DomainError, NotFound
 from vault.scrubbing import scrub
 
 from .models import Task
@@ -174,7 +174,7 @@ def task_cancel(*, task_id: int, reason: str = "cancelled") -> Task:
     if task is None:
         raise NotFound(f"task {task_id} not found")
     if task.status not in (Task.Status.PENDING, Task.Status.RUNNING):
-        raise DomainError(f"task {task_id} is already {task.status}", code="not_cancellable")
+        raise Conflict(f"task {task_id} is already {task.status}", code="not_cancellable")
     task.status = Task.Status.CANCELLED
     task.result = task.result or reason
     task.finished_at = timezone.now()

@@ -40,8 +40,12 @@ def team_tree(*, root: Team, recursive: bool, max_depth: int = 10) -> list[dict]
             if child.pk in seen:
                 continue
             entry = team_summary(child)
-            if recursive and depth < max_depth:
-                entry["children"] = walk(child, depth + 1, seen | {child.pk})
+            if recursive:
+                # Past the depth guard the children are marked truncated, not silently absent.
+                if depth < max_depth:
+                    entry["children"] = walk(child, depth + 1, seen | {child.pk})
+                else:
+                    entry["children_truncated"] = True
             out.append(entry)
         return out
 

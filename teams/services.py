@@ -42,7 +42,13 @@ class SpawnResult:
     bootstrap_task: Task
 
 
+# Names that would shadow a fixed route (`/api/v1/teams/tree`) or the root team.
+RESERVED_NAMES = frozenset({"tree", MAIN_TEAM})
+
+
 def validate_team_name(name: str) -> None:
+    if name in RESERVED_NAMES:
+        raise DomainError(f'"{name}" is a reserved team name; choose another', code="invalid_name")
     if not _NAME_RE.fullmatch(name) or len(name) > 64:
         raise DomainError(
             "team name must be a lowercase slug (a-z, 0-9 and single hyphens), at most 64 "

@@ -155,7 +155,7 @@ def list_profiles() -> list[ProviderProfile]:
 def providers_configured() -> bool:
     try:
         resolve_profile("default")
-    except ProviderNotConfigured:
+    except (ProviderNotConfigured, OSError):
         return False
     return True
 

@@ -137,9 +137,9 @@ def test_task_cancel_cancels_a_pending_task(api_client, queue):
     assert "operator" in queue[0].result
 
 
-def test_task_cancel_of_a_finished_task_is_400_and_changes_nothing(api_client, queue):
+def test_task_cancel_of_a_finished_task_is_409_and_changes_nothing(api_client, queue):
     response = api_client.post(f"/api/v1/tasks/{queue[1].pk}/cancel")
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json()["code"] == "not_cancellable"
     queue[1].refresh_from_db()
     assert queue[1].status == "done"

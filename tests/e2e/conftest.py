@@ -4,6 +4,7 @@ database when the suite runs with DATABASE_URL=postgres://…"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -67,9 +68,7 @@ def database_url() -> Iterator[str | None]:
 
 @pytest.fixture
 def serve(tmp_path: Path, database_url: str | None) -> Iterator[Server]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "OPENHIVE_"))
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "OPENHIVE_"))}
     env.update(
         OPENHIVE_DATA_DIR=str(tmp_path / "data"),
         OPENHIVE_ENGINE_TICK="0.1",
@@ -83,7 +82,12 @@ def serve(tmp_path: Path, database_url: str | None) -> Iterator[Server]:
     manage = [sys.executable, str(ROOT / "manage.py"), "openhive"]
     init = subprocess.run(
         [*manage, "init", "--demo", "--username", "e2e"],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     token = re.search(r"API token: (\S+)", init.stdout).group(1)
     port = _free_port()
@@ -92,7 +96,11 @@ def serve(tmp_path: Path, database_url: str | None) -> Iterator[Server]:
         started = time.monotonic()
         process = subprocess.Popen(
             [*manage, "serve", "--port", str(port)],
-            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     base_url = f"http://127.0.0.1:{port}"
     server = Server(
@@ -133,7 +141,5 @@ def _stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    try:  # nothing of the group may outlive the test
+    with contextlib.suppress(ProcessLookupError):  # nothing of the group may outlive the test
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

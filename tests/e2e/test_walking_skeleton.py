@@ -46,7 +46,9 @@ async def _conversation(server: Server) -> list[dict]:
         response = await _next(ws, "response", seen)
         assert "asked the ops team" in response["content"]
         result = await _next(ws, "notification", seen)
-        assert result["content"] == "[ops] All build servers are below 70% disk usage; nothing to do."
+        assert (
+            result["content"] == "[ops] All build servers are below 70% disk usage; nothing to do."
+        )
     return seen
 
 

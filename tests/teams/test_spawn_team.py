@@ -226,3 +226,12 @@ def test_ensure_main_is_idempotent_and_scaffolds(db):
     assert config["name"] == "main" and config["parent"] is None and config["max_turns"] == 200
     for folder in WORKSPACE_FOLDERS:
         assert (paths.team_dir("main") / folder).is_dir()
+
+
+@pytest.mark.parametrize("name", ["tree", "main"])
+def test_reserved_team_names_are_refused(main_team, name):
+    from openhive.errors import DomainError
+    from teams.services import team_spawn
+
+    with pytest.raises(DomainError, match="reserved"):
+        team_spawn(parent=main_team, name=name)

@@ -9,7 +9,9 @@ from openhive.errors import DomainError
 
 
 class Command(BaseCommand):
-    help = "Run and operate OpenHive: serve, engine, init, demo, tool, spawn, delegate, status, token."
+    help = (
+        "Run and operate OpenHive: serve, engine, init, demo, tool, spawn, delegate, status, token."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="verb", required=True)
