@@ -15,6 +15,7 @@ from openhive.errors import Conflict, DomainError, NotFound
 from vault.scrubbing import scrub
 
 from .models import Task
+from .signals import task_finished
 
 PRIORITY_NAMES = {p.label: p.value for p in Task.Priority}
 RESULT_LIMIT = 10_000
@@ -140,6 +141,7 @@ def task_finish(
         if task.type == Task.Type.BOOTSTRAP and status == Task.Status.DONE:
             type(task.team).objects.filter(pk=task.team_id).update(bootstrapped=True)
         _notify(task)
+        task_finished.send(sender=Task, task=task)
     return task
 
 
@@ -211,6 +213,7 @@ def tasks_reap_expired_leases(*, now: datetime | None = None) -> dict[str, int]:
             task.lease_owner = ""
             task.save()
             _notify(task)
+            task_finished.send(sender=Task, task=task)
             failed += 1
     return {"requeued": requeued, "failed": failed}
 

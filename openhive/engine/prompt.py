@@ -4,11 +4,26 @@ byte-stable static prefix (cacheable); the rest is the per-team dynamic suffix."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from openhive import paths
 from teams.models import MAIN_TEAM, Team
+
+PromptSection = Callable[[Team], str]
+_SECTIONS: dict[str, PromptSection] = {}
+
+
+def prompt_section(name: str):
+    """Register `func(team) -> markdown` as a section of every team's dynamic prompt suffix,
+    after the rules (memory, inbox, ...). Registration order is prompt order."""
+
+    def decorate(func: PromptSection) -> PromptSection:
+        _SECTIONS[name] = func
+        return func
+
+    return decorate
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,7 @@ def build_system_prompt(team: Team, *, topic_name: str | None = None) -> SystemP
     dynamic_parts.append(
         _section(f"Team Rules: {team.name}", load_rules(paths.team_dir(team.name) / "team-rules"))
     )
+    dynamic_parts.extend(section(team) for section in _SECTIONS.values())
     if topic_name:
         dynamic_parts.append(
             f'## Current topic\nYou are answering within the topic "{topic_name}".'

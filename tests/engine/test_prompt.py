@@ -165,3 +165,17 @@ def test_cache_hint_marks_only_the_static_prefix(main_team):
         {"type": "text", "text": prompt.static_prefix, "cache_control": {"type": "ephemeral"}}
     ]
     assert hinted[1] == plain[1]
+
+
+@pytest.mark.django_db
+def test_registered_prompt_sections_follow_the_rules_in_registration_order(monkeypatch):
+    from openhive.engine import prompt as prompt_module
+    from teams.services import team_ensure_main
+
+    monkeypatch.setattr(prompt_module, "_SECTIONS", {})
+    prompt_module.prompt_section("first")(lambda team: f"## First for {team.name}")
+    prompt_module.prompt_section("second")(lambda team: "## Second")
+    built = prompt_module.build_system_prompt(team_ensure_main())
+    suffix = built.dynamic_suffix
+    assert suffix.index("## First for main") < suffix.index("## Second")
+    assert "## First" not in built.static_prefix
