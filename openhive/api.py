@@ -14,6 +14,8 @@ from django.urls import URLPattern, URLResolver
 from ninja import NinjaAPI, Router, Schema, Status
 
 from openhive.api_auth import api_auth, docs_guard
+from openhive.engine.api import audit_router, overview_router
+from openhive.engine.api import router as sessions_router
 from openhive.engine.providers import providers_configured
 from openhive.errors import Conflict, DomainError, NotAllowed, NotFound
 from tasks.api import router as tasks_router
@@ -119,6 +121,9 @@ def health(request: HttpRequest) -> Status:
 
 api.add_router("/teams", teams_router)
 api.add_router("/tasks", tasks_router)
+api.add_router("/sessions", sessions_router)
+api.add_router("/audit", audit_router)
+api.add_router("/overview", overview_router)
 
 # Registered last, so it only sees paths no other route matched.
 fallback = Router()
