@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from django.http import HttpRequest
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from openhive.errors import NotFound
 from teams.api import team_by_name
@@ -109,7 +109,7 @@ def triggers_list(request: HttpRequest, filters: Query[TriggerFilters]) -> list[
 
 
 @router.post("", response={201: TriggerOut}, summary="Create a trigger (pending)")
-def triggers_create(request: HttpRequest, body: TriggerIn) -> tuple[int, dict]:
+def triggers_create(request: HttpRequest, body: TriggerIn) -> Status:
     trigger = trigger_create(
         team=team_by_name(body.team),
         name=body.name,
@@ -124,7 +124,7 @@ def triggers_create(request: HttpRequest, body: TriggerIn) -> tuple[int, dict]:
         timezone_name=body.timezone,
         misfire_policy=body.misfire_policy,
     )
-    return 201, _out(trigger)
+    return Status(201, _out(trigger))
 
 
 @router.get("/{team}/{name}", response=TriggerOut, summary="One trigger")
