@@ -278,7 +278,7 @@ def on_task_finished(*, task: Task, **kwargs) -> None:
     if task.type != Task.Type.TRIGGER or not options.get("trigger_id"):
         return
     trigger = (
-        TriggerConfig.objects.select_for_update()
+        TriggerConfig.objects.select_for_update(of=("self",))
         .select_related("team", "team__parent")
         .filter(pk=options["trigger_id"])
         .first()
