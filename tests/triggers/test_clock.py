@@ -205,3 +205,75 @@ def test_window_overlap_default_skips_ticks_while_one_runs(make_trigger, clock):
     assert trigger_tasks().count() == 1
     trigger.refresh_from_db()
     assert trigger.window_ticks == 5  # each tick counts against the cap, fired or skipped
+
+
+def test_a_tick_due_within_the_engine_tick_is_waited_for_not_fired_late(make_trigger, monkeypatch):
+    """Against the real clock the job waits for a tick due before the loop's next pass. The
+    wait is recorded, not slept: time moves only when the test says so."""
+    import triggers.engine as trigger_engine
+
+    real = [datetime(2026, 11, 20, 9, 0, 0, 500_000, tzinfo=UTC)]
+    waits: list[float] = []
+
+    def fake_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        real[0] += timedelta(seconds=seconds)
+
+    monkeypatch.setattr(trigger_engine.timezone, "now", lambda: real[0])
+    monkeypatch.setattr(trigger_engine.time, "sleep", fake_sleep)
+    trigger = make_trigger(type="window", config=WINDOW, overlap_policy="allow")
+    trigger_clock(real[0])  # opens the window: first tick now, the next due at 09:00:02.5
+    real[0] = datetime(2026, 11, 20, 9, 0, 2, 400_000, tzinfo=UTC)
+    stats = trigger_clock(real[0])
+    assert waits == [pytest.approx(0.1)]
+    assert stats == {"trigger_fired": 1}
+    assert [
+        round((t - datetime(2026, 11, 20, 9, tzinfo=UTC)).total_seconds(), 3)
+        for t in fire_times(trigger)
+    ] == [0.5, 2.5]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_engine_loops_racing_on_postgresql_fire_a_slot_once(ops):
+    """Two threads (two loops) evaluate the same due slot at the same moment: the row lock and
+    the conditional update let exactly one of them enqueue."""
+    import threading
+
+    from django.db import connection, connections
+
+    from triggers.engine import _clock_pass
+    from triggers.services import trigger_create, trigger_enable
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serialises writers itself; the race needs a server database")
+    trigger = trigger_enable(
+        trigger=trigger_create(
+            team=ops,
+            name="race",
+            type="schedule",
+            config={"cron": "0 9 * * *"},
+            task="go",
+            overlap_policy="allow",
+        )
+    )
+    TriggerConfig.objects.filter(pk=trigger.pk).update(
+        next_fire_at=datetime(2026, 11, 20, 9, tzinfo=UTC)
+    )
+    now = datetime(2026, 11, 20, 9, 0, 0, 100_000, tzinfo=UTC)
+    barrier = threading.Barrier(2)
+    results: list[dict] = []
+
+    def loop() -> None:
+        try:
+            barrier.wait()
+            results.append(_clock_pass(now))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=loop) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(r["trigger_fired"] for r in results) == [0, 1]
+    assert trigger_tasks(trigger).count() == 1
