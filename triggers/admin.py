@@ -49,11 +49,9 @@ class TriggerForm(forms.ModelForm):
         if team is None or not type_:
             return data
         try:
-            validate_fields(team_name=team.name, fields={k: data.get(k) for k in ("name", "task")})
+            checked = {k: data[k] for k in ("name", "task", "timezone") if k in data}
+            data.update(validate_fields(fields=checked))
             data["config"] = validate_config(type_, data.get("config"))
-            data["timezone"] = validate_fields(
-                team_name=team.name, fields={"timezone": data.get("timezone") or ""}
-            )["timezone"]
             validate_targeting(
                 team_name=team.name,
                 subagent=data.get("subagent") or "",

@@ -131,12 +131,15 @@ def trigger_fire(
         trigger.overlap_count = decision.overlap_count
         trigger.save(update_fields=["overlap_count", "updated_at"])
         event.update(outcome=TriggerEvent.Outcome.SKIPPED, task_id=trigger.active_task_id)
-        trigger_alert(
-            trigger=trigger,
-            now=now,
-            message=f"skipped a firing: task #{trigger.active_task_id} from the previous "
-            f"firing is still active (overlap policy {trigger.overlap_policy})",
+        message = (
+            f"skipped a firing: task #{trigger.active_task_id} from the previous firing is "
+            f"still active (overlap policy {trigger.overlap_policy})"
         )
+        if trigger.type == TriggerConfig.Type.WINDOW:
+            # A tick skipped behind a long one is the normal life of a watch: no alert.
+            logger.info("trigger %s/%s %s", trigger.team.name, trigger.name, message)
+        else:
+            trigger_alert(trigger=trigger, now=now, message=message)
         return FireResult("skipped", task_id=trigger.active_task_id)
 
     replaced = None

@@ -35,7 +35,7 @@ UPDATABLE = (
 
 
 def _clean(*, team, type: str, fields: dict) -> dict:
-    fields = validate_fields(team_name=team.name, fields=fields)
+    fields = validate_fields(fields=fields)
     fields["config"] = validate_config(type, fields.get("config", {}))
     validate_targeting(
         team_name=team.name, subagent=fields.get("subagent", ""), skill=fields.get("skill", "")

@@ -135,7 +135,7 @@ def validate_timezone(name: str) -> str:
     return name
 
 
-def validate_fields(*, team_name: str, fields: dict) -> dict:
+def validate_fields(*, fields: dict) -> dict:
     """Check the non-config fields (those present in `fields`); returns them normalised."""
     out = dict(fields)
     if "name" in out and (

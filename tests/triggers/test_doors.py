@@ -262,3 +262,42 @@ def test_status_lists_triggers(make_trigger):
     call_command("openhive", "status", stdout=out)
     assert "Triggers:" in out.getvalue()
     assert "ops/nightly [schedule, active] At 09:00 AM" in out.getvalue()
+
+
+def change_form(trigger: TriggerConfig, **overrides) -> dict:
+    data = {
+        "config": json.dumps(trigger.config),
+        "task": trigger.task,
+        "subagent": "",
+        "skill": "",
+        "failure_threshold": trigger.failure_threshold,
+        "overlap_policy": trigger.overlap_policy,
+        "timezone": "",
+        "misfire_policy": trigger.misfire_policy,
+    }
+    return {**data, **overrides}
+
+
+def test_admin_change_updates_and_re_arms_an_active_trigger(admin_client, make_trigger):
+    from datetime import UTC, datetime
+
+    trigger = make_trigger(name="nightly")
+    TriggerConfig.objects.filter(pk=trigger.pk).update(
+        next_fire_at=datetime(2030, 1, 1, tzinfo=UTC)
+    )
+    url = f"/admin/triggers/triggerconfig/{trigger.pk}/change/"
+    response = admin_client.post(url, change_form(trigger, task="Review and summarise."))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    trigger.refresh_from_db()
+    assert trigger.task == "Review and summarise." and trigger.next_fire_at is None
+    assert admin_client.get(url).status_code == 200
+
+
+def test_admin_change_refuses_an_invalid_timezone_and_keeps_the_row(admin_client, make_trigger):
+    trigger = make_trigger(name="nightly")
+    url = f"/admin/triggers/triggerconfig/{trigger.pk}/change/"
+    response = admin_client.post(url, change_form(trigger, timezone="Nowhere/City"))
+    assert response.status_code == 200
+    assert "timezone" in response.content.decode() and "is unknown" in response.content.decode()
+    trigger.refresh_from_db()
+    assert trigger.timezone == ""
