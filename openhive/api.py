@@ -21,6 +21,7 @@ from openhive.errors import Conflict, DomainError, NotAllowed, NotFound
 from tasks.api import router as tasks_router
 from teams.api import router as teams_router
 from teams.models import Team
+from triggers.api import router as triggers_router
 from vault.scrubbing import scrub
 
 logger = logging.getLogger(__name__)
@@ -124,6 +125,7 @@ api.add_router("/tasks", tasks_router)
 api.add_router("/sessions", sessions_router)
 api.add_router("/audit", audit_router)
 api.add_router("/overview", overview_router)
+api.add_router("/triggers", triggers_router)
 
 # Registered last, so it only sees paths no other route matched.
 fallback = Router()

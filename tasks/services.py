@@ -157,6 +157,15 @@ def _notify(task: Task) -> None:
             content = f"[{team}] Team bootstrapped and ready."
         else:
             content = f"[{team}] Team bootstrap failed: {task.result[:500]}"
+    elif task.type == Task.Type.TRIGGER and (task.options or {}).get("trigger_type"):
+        from triggers.notify import trigger_notification
+
+        text = trigger_notification(
+            trigger_type=task.options["trigger_type"], status=task.status, result=task.result
+        )
+        if text is None:
+            return
+        content = f"[{team}] {text}"
     else:
         if not task.result.strip():
             return

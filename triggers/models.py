@@ -3,7 +3,7 @@ from django.db import models
 
 class TriggerConfig(models.Model):
     """A rule that wakes a team: a cron schedule, an inbound message, a keyword or a watch
-    window. The firing engine arrives with the trigger capability; this is the table."""
+    window. Decisions live in `triggers.decisions`; the clock state below is what they read."""
 
     class Type(models.TextChoices):
         SCHEDULE = "schedule"
@@ -21,6 +21,10 @@ class TriggerConfig(models.Model):
         ALWAYS_SKIP = "always-skip"
         ALWAYS_REPLACE = "always-replace"
         ALLOW = "allow"
+
+    class MisfirePolicy(models.TextChoices):
+        SKIP = "skip"
+        RUN_ONCE = "run_once"
 
     team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="triggers")
     name = models.SlugField(max_length=100)
@@ -42,8 +46,21 @@ class TriggerConfig(models.Model):
     state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
     disabled_reason = models.CharField(max_length=200, blank=True, default="")
     timezone = models.CharField(max_length=64, blank=True, default="")
-    misfire_policy = models.CharField(max_length=10, default="skip")
+    misfire_policy = models.CharField(
+        max_length=10, choices=MisfirePolicy.choices, default=MisfirePolicy.SKIP
+    )
     source_channel = models.CharField(max_length=200, blank=True, default="")
+    # Clock state. schedule: the next cron slot not yet fired (advanced before enqueuing, so a
+    # slot fires at most once); window: when the next tick is due while the window is open.
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    window_opened_at = models.DateTimeField(null=True, blank=True)
+    # The last minute the clock saw the window open: a gap with a closed minute in it means a
+    # new occurrence (and fresh caps) even if the engine slept through the close.
+    window_seen_at = models.DateTimeField(null=True, blank=True)
+    window_ticks = models.PositiveIntegerField(default=0)
+    last_alert = models.TextField(blank=True, default="")
+    last_alert_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -53,3 +70,31 @@ class TriggerConfig(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team_id}/{self.name} ({self.type}, {self.state})"
+
+
+class TriggerEvent(models.Model):
+    """One firing attempt of a trigger, keyed by its event (cron slot, window tick, chat
+    message). The unique key is the dedup; recent rows feed the rate limit and the history."""
+
+    class Outcome(models.TextChoices):
+        FIRED = "fired"
+        REPLACED = "replaced"
+        SKIPPED = "skipped"
+        RATE_LIMITED = "rate_limited"
+
+    trigger = models.ForeignKey(TriggerConfig, on_delete=models.CASCADE, related_name="events")
+    key = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    task = models.ForeignKey(
+        "tasks.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["trigger", "key"], name="uniq_trigger_event_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trigger_id}:{self.key} {self.outcome}"

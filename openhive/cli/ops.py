@@ -105,6 +105,11 @@ class Status(Verb):
         out.write("Tasks: " + ", ".join(f"{s} {counts.get(s, 0)}" for s in Task.Status.values))
         out.write("Teams:")
         self._tree(out, Team.objects.get(name=MAIN_TEAM), 0)
+        from triggers.selectors import trigger_status_lines
+
+        out.write("Triggers:")
+        for line in trigger_status_lines():
+            out.write(f"  {line}")
 
     def _tree(self, out, team: Team, depth: int) -> None:
         pending = team.tasks.filter(status=Task.Status.PENDING).count()

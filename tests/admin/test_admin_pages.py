@@ -48,11 +48,20 @@ def _engine_lease() -> EngineLease:
     )
 
 
+def _trigger_event() -> Model:
+    from triggers.models import TriggerEvent
+
+    return TriggerEvent.objects.create(
+        trigger=TriggerConfigFactory(), key="schedule:x", outcome="fired", created_at=timezone.now()
+    )
+
+
 MAKERS: dict[str, Callable[[], Model]] = {
     "teams.team": TeamFactory,
     "teams.scopekeyword": ScopeKeywordFactory,
     "tasks.task": TaskFactory,
     "triggers.triggerconfig": TriggerConfigFactory,
+    "triggers.triggerevent": _trigger_event,
     "memory.memory": MemoryFactory,
     "vault.vaultentry": VaultEntryFactory,
     "trust.apitoken": _api_token,
