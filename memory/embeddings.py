@@ -141,4 +141,9 @@ def current_model() -> str | None:
 
 
 def search_mode() -> SearchMode:
-    return "hybrid" if current_model() is not None else "full_text_only"
+    """What memory search does now (for /api/v1/health): never raises."""
+    try:
+        return "hybrid" if current_model() is not None else "full_text_only"
+    except Exception:  # an unreadable providers.yaml must not break the health probe
+        logger.warning("memory embedding configuration unreadable", exc_info=True)
+        return "full_text_only"

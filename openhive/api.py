@@ -13,12 +13,15 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, URLResolver
 from ninja import NinjaAPI, Router, Schema, Status
 
+from memory.api import router as memories_router
+from memory.embeddings import search_mode as memory_search_mode
 from openhive.api_auth import api_auth, docs_guard
 from openhive.engine.providers import providers_configured
 from openhive.errors import Conflict, DomainError, NotAllowed, NotFound
 from tasks.api import router as tasks_router
 from teams.api import router as teams_router
 from teams.models import Team
+from vault.api import router as vault_router
 from vault.scrubbing import scrub
 
 logger = logging.getLogger(__name__)
@@ -85,6 +88,7 @@ class HealthOut(Schema):
     status: Literal["ok", "error"]
     database: Literal["ok", "error"]
     provider_configured: bool
+    memory_search: Literal["hybrid", "full_text_only"]
     version: str
 
 
@@ -112,6 +116,7 @@ def health(request: HttpRequest) -> Status:
         "status": "ok" if database_ok else "error",
         "database": "ok" if database_ok else "error",
         "provider_configured": _provider_configured(),
+        "memory_search": memory_search_mode(),
         "version": VERSION,
     }
     return Status(200 if database_ok else 503, body)
@@ -119,6 +124,8 @@ def health(request: HttpRequest) -> Status:
 
 api.add_router("/teams", teams_router)
 api.add_router("/tasks", tasks_router)
+api.add_router("/memories", memories_router)
+api.add_router("/vault", vault_router)
 
 # Registered last, so it only sees paths no other route matched.
 fallback = Router()

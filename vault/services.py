@@ -17,6 +17,9 @@ MAX_VALUE_CHARS = 100_000
 @transaction.atomic
 def vault_store_secret(*, team: Team, key: str, value: str, updated_by: str) -> VaultEntry:
     """Write a secret (encrypted). Only system paths call this: spawn credentials, admin, API."""
+    key = _clean_key(key)
+    if not value:
+        raise DomainError("a secret value must not be empty", code="invalid_value")
     entry, created = VaultEntry.objects.select_for_update().get_or_create(
         team=team,
         key=key,
