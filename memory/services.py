@@ -125,9 +125,10 @@ def memory_save(
             "the full text in a file",
             code="invalid_content",
         )
-    kind = memory_type_resolve(type)
-    digest = content_hash(content)
     current = Memory.objects.filter(team=team, key=key, active=True).first()
+    # No type given: a new version keeps the type of the one it replaces.
+    kind = memory_type_resolve(type) if (type or "").strip() or current is None else current.type
+    digest = content_hash(content)
     if current is not None and current.content_hash == digest and current.type == kind:
         return SaveResult(memory=current, created=False)
     if current is not None and not supersede_reason.strip():

@@ -36,7 +36,9 @@ class MemorySaveArgs(BaseModel):
 
     key: str = Field(min_length=1, max_length=200, description="Short stable name of the entry")
     content: str = Field(min_length=1, description="What to remember")
-    type: str = Field(default="context", description=TYPE_HELP)
+    type: str = Field(
+        default="", description=TYPE_HELP + "; empty: context, or the replaced entry's type"
+    )
     supersede_reason: str = Field(
         default="", description="Required to replace an active entry with the same key: why"
     )

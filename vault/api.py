@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.http import HttpRequest
-from ninja import Field, Router, Schema
+from ninja import Field, Router, Schema, Status
 
 from openhive.errors import NotFound
 from teams.api import team_by_name
@@ -56,7 +56,7 @@ def vault_put(request: HttpRequest, team: str, key: str, body: VaultEntryIn) -> 
 
 
 @router.delete("/{team}/{key}", response={204: None}, summary="Delete an entry (even a secret)")
-def vault_remove(request: HttpRequest, team: str, key: str) -> tuple[int, None]:
+def vault_remove(request: HttpRequest, team: str, key: str) -> Status:
     if not vault_delete_secret(team=team_by_name(team), key=key):
         raise NotFound(f'vault key "{key}" not found in team {team}')
-    return 204, None
+    return Status(204, None)

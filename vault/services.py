@@ -49,6 +49,9 @@ def vault_set(*, team: Team, key: str, value: str, updated_by: str) -> tuple[Vau
     """Write team state (never a secret). Refuses to touch a secret row: those are system-managed.
     Returns the entry and whether it was created."""
     key = _clean_key(key)
+    # Plain state is shown in the API and the admin: a team copying a secret into it (or
+    # anything secret-shaped) stores [REDACTED] instead.
+    value = scrubbing.scrub(value)
     if len(value) > MAX_VALUE_CHARS:
         raise DomainError(f"value is longer than {MAX_VALUE_CHARS} characters", code="too_large")
     entry = VaultEntry.objects.select_for_update().filter(team=team, key=key).first()

@@ -30,14 +30,20 @@ def test_minilm_vectors_match_the_sentence_transformers_reference():
 def test_minilm_gives_unit_vectors_independent_of_batch_company():
     model = minilm.load()
     alone = model.embed(["deploy on fridays"])[0]
-    batched = model.embed(["a much longer sentence about databases and backups", "deploy on fridays"])
+    batched = model.embed(
+        ["a much longer sentence about databases and backups", "deploy on fridays"]
+    )
     assert np.linalg.norm(alone) == pytest.approx(1.0, abs=1e-5)
     assert np.abs(batched[1] - alone).max() < 1e-5
 
 
 def test_related_sentences_are_closer_than_unrelated_ones():
     a, b, c = minilm.load().embed(
-        ["We release the web app every Friday.", "Deployments happen on Fridays.", "Cats like tuna."]
+        [
+            "We release the web app every Friday.",
+            "Deployments happen on Fridays.",
+            "Cats like tuna.",
+        ]
     )
     assert a @ b > a @ c + 0.2
 
