@@ -18,7 +18,7 @@ from openhive.errors import DomainError
 from teams.models import Team
 from vault.scrubbing import scrub
 
-from .models import Memory
+from .models import Memory, MemoryChunk
 from .search import memory_search
 from .selectors import memory_history
 from .services import memory_save
@@ -173,3 +173,29 @@ class MemoryAdmin(admin.ModelAdmin):
                 ),
             ),
         )
+
+
+@admin.register(MemoryChunk)
+class MemoryChunkAdmin(admin.ModelAdmin):
+    """Read-only: chunks are derived from memories (re-embedding is `manage.py openhive
+    reembed`), so the operator looks but never edits."""
+
+    list_display = ("memory", "team", "index", "embedding_model", "short_content")
+    list_filter = (("team", admin.RelatedOnlyFieldListFilter), "embedding_model")
+    list_select_related = ("memory", "team")
+    fields = ("memory", "team", "index", "embedding_model", "content_hash", "shown_content")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="content")
+    def short_content(self, obj: MemoryChunk) -> str:
+        return scrub(obj.content)[:80]
+
+    @admin.display(description="content")
+    def shown_content(self, obj: MemoryChunk) -> str:
+        return format_html("<pre style='white-space: pre-wrap'>{}</pre>", scrub(obj.content))

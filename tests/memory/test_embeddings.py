@@ -72,7 +72,7 @@ class _FakeEmbeddingServer(BaseHTTPRequestHandler):
     dimensions = 384
     requests: list[dict] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append({"body": body, "auth": self.headers.get("Authorization")})
         data = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from cryptography.fernet import Fernet
 
@@ -128,7 +130,7 @@ def test_long_content_is_chunked_with_overlap():
     assert len(chunks) >= 4
     for chunk in chunks:
         assert len(chunk.split()) <= MAX_WORDS
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         tail = before.split()[-OVERLAP_WORDS // 2 :]
         assert " ".join(tail) in after  # the boundary is in both chunks
     words = {w for c in chunks for w in c.split()}
