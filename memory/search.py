@@ -101,16 +101,20 @@ def vector_candidates(
         # relaxed_order may return neighbours slightly out of order: sort them exactly.
         ranked = sorted(((pk, 1.0 - float(d)) for pk, d in rows), key=lambda r: -r[1])
     else:
-        rows = list(
-            MemoryChunk.objects.filter(team=team, embedding_model=model)
-            .exclude(embedding__isnull=True)
-            .values_list("pk", "embedding")
-        )
+        # Raw rows and one frombuffer over the joined blobs: per-row conversion through the
+        # ORM costs more than the scan itself.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, embedding FROM memory_memorychunk "
+                "WHERE team_id = %s AND embedding_model = %s AND embedding IS NOT NULL",
+                [team.pk, model],
+            )
+            rows = cursor.fetchall()
         if not rows:
             return []
         ids = np.fromiter((pk for pk, _ in rows), dtype=np.int64, count=len(rows))
-        matrix = np.vstack([v for _, v in rows])
-        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
+        scores = matrix.reshape(len(rows), -1) @ np.asarray(vector, dtype=np.float32)
         top = np.argsort(-scores, kind="stable")[:limit]
         ranked = [(int(ids[i]), float(scores[i])) for i in top]
     return [(pk, s) for pk, s in ranked if s >= min_similarity]
