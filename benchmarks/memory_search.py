@@ -156,7 +156,7 @@ def load(teams, sizes, vectors, texts, vendor_pg: bool) -> dict[int, tuple[np.nd
     return by_team
 
 
-def run_size(n: int, rng: np.random.Generator, vendor_pg: bool) -> None:
+def run_size(n: int, rng: np.random.Generator, vendor_pg: bool, ef_values: list[int]) -> None:
     from django.db import connection, transaction
 
     from memory.models import Memory, MemoryChunk
@@ -247,12 +247,21 @@ def run_size(n: int, rng: np.random.Generator, vendor_pg: bool) -> None:
         ]
         return statistics.mean(hits)
 
+    from memory import search as search_module
+
+    default_ef = search_module.HNSW_EF_SEARCH
+    for ef in sorted({default_ef, *ef_values}) if vendor_pg else [default_ef]:
+        search_module.HNSW_EF_SEARCH = ef
+        ann_times, ann_out = timed(lambda q: vector_candidates(target, q, MODEL, 10))
+        label = f"HNSW ef_search={ef}, iterative scan" if vendor_pg else "exact numpy scan"
+        marker = " (default)" if ef == default_ef else ""
+        print(
+            f"vector top-10 ({label}){marker}: "
+            f"p50 {percentile(ann_times, 50):.2f} ms  p99 {percentile(ann_times, 99):.2f} ms  "
+            f"recall@10 {recall(ann_out):.3f}"
+        )
+    search_module.HNSW_EF_SEARCH = default_ef
     ann_times, ann_out = timed(lambda q: vector_candidates(target, q, MODEL, 10))
-    print(
-        f"vector top-10 ({'HNSW, iterative scan' if vendor_pg else 'exact numpy scan'}): "
-        f"p50 {percentile(ann_times, 50):.2f} ms  p99 {percentile(ann_times, 99):.2f} ms  "
-        f"recall@10 {recall(ann_out):.3f}"
-    )
     if vendor_pg:
 
         def exact_sql(q):
@@ -273,7 +282,8 @@ def run_size(n: int, rng: np.random.Generator, vendor_pg: bool) -> None:
             f"→ HNSW is {percentile(base_times, 50) / percentile(ann_times, 50):.0f}x faster at p50"
         )
 
-    text_queries = [" ".join(rng.choice(vocabulary[:200], 3)) for _ in range(QUERIES)]
+    # Distinctive words, as people search (the commonest words would match most rows).
+    text_queries = [" ".join(rng.choice(vocabulary[50:1000], 3)) for _ in range(QUERIES)]
     text_times = []
     for tq in text_queries:
         t0 = time.perf_counter()
@@ -299,6 +309,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--ef-search", type=int, nargs="*", default=[40, 100, 200], help="also try these"
+    )
     args = parser.parse_args()
     original_url = os.environ.get("DATABASE_URL")
     vendor_pg = bool(original_url and original_url.startswith("postgres"))
@@ -312,7 +325,7 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     try:
         for n in args.sizes:
-            run_size(n, rng, vendor_pg)
+            run_size(n, rng, vendor_pg, args.ef_search)
     finally:
         teardown_database(vendor_pg, name, original_url)
 

@@ -174,3 +174,21 @@ def test_postgres_vector_search_uses_the_hnsw_index(ops, notes):
         cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "memory_chunk_hnsw" in plan
+
+
+def test_reembed_command_moves_chunks_to_the_current_model(ops, notes, capsys):
+    from django.core.management import call_command
+
+    MemoryChunk.objects.filter(team=ops, memory__key="cat").update(embedding_model="old/model")
+    call_command("openhive", "reembed", "--team", "ops")
+    out = capsys.readouterr().out
+    assert "Embedded 1 chunk(s) with local/all-minilm-l6-v2" in out
+    assert not MemoryChunk.objects.exclude(embedding_model="local/all-minilm-l6-v2").exists()
+
+
+def test_reembed_without_a_model_is_a_clear_error(no_embeddings, ops):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="no embedding model"):
+        call_command("openhive", "reembed")
