@@ -93,7 +93,9 @@ def vector_candidates(
                 cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
                 cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(HNSW_EF_SEARCH, limit)])
             rows = list(
-                MemoryChunk.objects.filter(team=team, embedding_model=model)
+                MemoryChunk.objects.filter(
+                    team=team, embedding_model=model, embedding__isnull=False
+                )
                 .annotate(distance=CosineDistance("embedding", vector))
                 .order_by("distance")
                 .values_list("pk", "distance")[:limit]

@@ -76,7 +76,14 @@ def vault_read(*, team: Team, key: str) -> VaultEntry | None:
     """The entry of the team, with a secret's value decrypted in memory (never saved back)."""
     entry = VaultEntry.objects.filter(team=team, key=(key or "").strip()).first()
     if entry is not None and entry.is_secret:
-        entry.value = crypto.decrypt(entry.value)
+        try:
+            entry.value = crypto.decrypt(entry.value)
+        except ValueError as exc:
+            raise DomainError(
+                f'secret "{entry.key}" cannot be decrypted with the configured vault keys; '
+                "ask the operator to restore the key it was written with (OPENHIVE_VAULT_KEY)",
+                code="VAULT_KEY_MISMATCH",
+            ) from exc
     return entry
 
 

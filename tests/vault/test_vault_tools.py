@@ -68,6 +68,13 @@ def test_vault_get_returns_the_secret_to_the_team_but_the_audit_row_is_scrubbed(
     assert SECRET not in str(row.result) and "[REDACTED]" in str(row.result)
 
 
+def test_vault_get_of_an_undecryptable_secret_is_a_clear_error(ops):
+    VaultEntry.objects.create(team=ops, key="BROKEN", value="not-a-token", is_secret=True)
+    result = call(ops, "vault_get", key="BROKEN")
+    assert result["success"] is False and result["code"] == "VAULT_KEY_MISMATCH"
+    assert "OPENHIVE_VAULT_KEY" in result["error"]
+
+
 def test_vault_get_of_a_missing_key_is_a_clear_error(ops):
     result = call(ops, "vault_get", key="nope")
     assert result["success"] is False and "not found" in result["error"]
