@@ -13,6 +13,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, URLResolver
 from ninja import NinjaAPI, Router, Schema, Status
 
+from memory.api import router as memories_router
+from memory.embeddings import search_mode as memory_search_mode
 from openhive.api_auth import api_auth, docs_guard
 from openhive.engine.api import audit_router, overview_router
 from openhive.engine.api import router as sessions_router
@@ -22,6 +24,7 @@ from tasks.api import router as tasks_router
 from teams.api import router as teams_router
 from teams.models import Team
 from triggers.api import router as triggers_router
+from vault.api import router as vault_router
 from vault.scrubbing import scrub
 
 logger = logging.getLogger(__name__)
@@ -88,6 +91,7 @@ class HealthOut(Schema):
     status: Literal["ok", "error"]
     database: Literal["ok", "error"]
     provider_configured: bool
+    memory_search: Literal["hybrid", "full_text_only"]
     version: str
 
 
@@ -115,6 +119,7 @@ def health(request: HttpRequest) -> Status:
         "status": "ok" if database_ok else "error",
         "database": "ok" if database_ok else "error",
         "provider_configured": _provider_configured(),
+        "memory_search": memory_search_mode(),
         "version": VERSION,
     }
     return Status(200 if database_ok else 503, body)
@@ -126,6 +131,8 @@ api.add_router("/sessions", sessions_router)
 api.add_router("/audit", audit_router)
 api.add_router("/overview", overview_router)
 api.add_router("/triggers", triggers_router)
+api.add_router("/memories", memories_router)
+api.add_router("/vault", vault_router)
 
 # Registered last, so it only sees paths no other route matched.
 fallback = Router()

@@ -12,16 +12,26 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 
 
+def _derived_key() -> str:
+    digest = hashlib.sha256(("openhive-vault:" + settings.SECRET_KEY).encode()).digest()
+    return base64.urlsafe_b64encode(digest).decode()
+
+
+def configured_keys() -> list[str]:
+    return [k.strip() for k in settings.VAULT_KEYS if k.strip()]
+
+
 @lru_cache(maxsize=1)
 def _fernet() -> MultiFernet:
-    keys = [k.strip() for k in settings.VAULT_KEYS if k.strip()]
+    keys = configured_keys()
     if not keys:
         logger.warning(
             "OPENHIVE_VAULT_KEY is not set: vault secrets are encrypted with a key derived from "
             "SECRET_KEY. Set OPENHIVE_VAULT_KEY so that rotating SECRET_KEY cannot lock them."
         )
-        digest = hashlib.sha256(("openhive-vault:" + settings.SECRET_KEY).encode()).digest()
-        keys = [base64.urlsafe_b64encode(digest).decode()]
+    # The derived key always decrypts last, so moving from it to an explicit key is one
+    # `rotate-vault-key` away; with an explicit key it never encrypts.
+    keys = [*keys, _derived_key()] if _derived_key() not in keys else keys
     return MultiFernet([Fernet(k.encode()) for k in keys])
 
 
@@ -38,3 +48,21 @@ def decrypt(ciphertext: str) -> str:
         return _fernet().decrypt(ciphertext.encode()).decode()
     except InvalidToken as exc:
         raise ValueError("vault secret cannot be decrypted with the configured keys") from exc
+
+
+def rotate(ciphertext: str) -> str:
+    """The same secret, encrypted with the first (newest) key."""
+    try:
+        return _fernet().rotate(ciphertext.encode()).decode()
+    except InvalidToken as exc:
+        raise ValueError("vault secret cannot be decrypted with the configured keys") from exc
+
+
+def validate_key(key: str) -> None:
+    try:
+        Fernet(key.encode())
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            "not a Fernet key (32 url-safe base64-encoded bytes); generate one with "
+            "`manage.py openhive rotate-vault-key --generate`"
+        ) from exc

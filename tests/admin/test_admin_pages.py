@@ -11,6 +11,8 @@ from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
+from memory.models import MemoryChunk
+from memory.services import memory_save
 from openhive.engine.models import EngineLease
 from tests.api.factories import (
     LlmExchangeFactory,
@@ -41,6 +43,10 @@ def _api_token() -> ApiToken:
     return api_token_create(username="operator")[0]
 
 
+def _memory_chunk() -> MemoryChunk:
+    return memory_save(team=TeamFactory(), key="k", content="remember this").memory.chunks.get()
+
+
 def _engine_lease() -> EngineLease:
     now = timezone.now()
     return EngineLease.objects.create(
@@ -63,6 +69,7 @@ MAKERS: dict[str, Callable[[], Model]] = {
     "triggers.triggerconfig": TriggerConfigFactory,
     "triggers.triggerevent": _trigger_event,
     "memory.memory": MemoryFactory,
+    "memory.memorychunk": _memory_chunk,
     "vault.vaultentry": VaultEntryFactory,
     "trust.apitoken": _api_token,
     "trust.sendertrust": SenderTrustFactory,

@@ -14,6 +14,7 @@ def test_health_is_open_and_reports_ok_without_provider():
         "status": "ok",
         "database": "ok",
         "provider_configured": False,
+        "memory_search": "hybrid",
         "version": "0.1.0",
     }
 

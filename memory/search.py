@@ -1,0 +1,195 @@
+"""Hybrid memory search, always within one team.
+
+Two ranked candidate lists of chunks, fused with Reciprocal Rank Fusion (score = Σ 1/(60+rank)):
+- full text: PostgreSQL tsvector + GIN (`ts_rank`), SQLite FTS5 (`bm25`); any query word may
+  match (OR), documents matching more and rarer words rank higher;
+- vector: cosine similarity to the query's embedding; PostgreSQL pgvector HNSW with iterative
+  scans (the team filter is applied inside the index scan), SQLite an exact numpy scan.
+A memory's score is its best chunk's. Without an embedding model (or when the model fails) the
+search is full text only, and the result says so."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.db import connection, transaction
+from pgvector.django import CosineDistance
+
+from openhive.errors import DomainError
+from teams.models import Team
+
+from . import embeddings
+from .models import Memory, MemoryChunk
+
+logger = logging.getLogger(__name__)
+
+RRF_K = 60
+MAX_QUERY_TERMS = 32
+MAX_RESULTS = 50
+# Nearest neighbours always exist; below this cosine similarity they are noise, not matches
+# (unrelated MiniLM sentences score around 0.0 to 0.15).
+MIN_VECTOR_SIMILARITY = 0.2
+HNSW_EF_SEARCH = 100
+SNIPPET_CHARS = 500
+
+
+@dataclass
+class SearchHit:
+    memory: Memory
+    score: float
+    snippet: str
+    matched: str  # "text", "vector" or "both"
+
+
+@dataclass
+class SearchResult:
+    mode: embeddings.SearchMode
+    hits: list[SearchHit] = field(default_factory=list)
+    note: str = ""
+
+
+def query_terms(query: str) -> list[str]:
+    """Words only: no operator of either full-text dialect can reach the database."""
+    terms = re.findall(r"\w+", query.lower())
+    return list(dict.fromkeys(terms))[:MAX_QUERY_TERMS]
+
+
+def text_candidates(team: Team, terms: list[str], limit: int) -> list[int]:
+    """Chunk ids of the team, best full-text match first."""
+    if not terms:
+        return []
+    if connection.vendor == "postgresql":
+        sql = (
+            "SELECT id FROM memory_memorychunk, websearch_to_tsquery('english', %s) AS q "
+            "WHERE team_id = %s AND search_vector @@ q "
+            "ORDER BY ts_rank(search_vector, q, 1) DESC, id DESC LIMIT %s"
+        )
+        params: list = [" or ".join(terms), team.pk, limit]
+    else:
+        sql = (
+            "SELECT c.id FROM memory_chunk_fts JOIN memory_memorychunk c "
+            "ON c.id = memory_chunk_fts.rowid "
+            "WHERE memory_chunk_fts MATCH %s AND c.team_id = %s "
+            "ORDER BY bm25(memory_chunk_fts), c.id DESC LIMIT %s"
+        )
+        params = [" OR ".join(f'"{t}"' for t in terms), team.pk, limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def vector_candidates(
+    team: Team, vector: np.ndarray, model: str, limit: int, *, min_similarity: float = 0.0
+) -> list[tuple[int, float]]:
+    """(chunk id, cosine similarity) of the team's chunks embedded by `model`, nearest first."""
+    if connection.vendor == "postgresql":
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                # Iterative scans keep walking the HNSW graph until `limit` rows pass the team
+                # filter, instead of filtering a fixed ef_search candidate set down to few.
+                cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
+                cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(HNSW_EF_SEARCH, limit)])
+            rows = list(
+                MemoryChunk.objects.filter(
+                    team=team, embedding_model=model, embedding__isnull=False
+                )
+                .annotate(distance=CosineDistance("embedding", vector))
+                .order_by("distance")
+                .values_list("pk", "distance")[:limit]
+            )
+        # relaxed_order may return neighbours slightly out of order: sort them exactly.
+        ranked = sorted(((pk, 1.0 - float(d)) for pk, d in rows), key=lambda r: -r[1])
+    else:
+        # Raw rows and one frombuffer over the joined blobs: per-row conversion through the
+        # ORM costs more than the scan itself.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, embedding FROM memory_memorychunk "
+                "WHERE team_id = %s AND embedding_model = %s AND embedding IS NOT NULL",
+                [team.pk, model],
+            )
+            rows = cursor.fetchall()
+        if not rows:
+            return []
+        ids = np.fromiter((pk for pk, _ in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
+        scores = matrix.reshape(len(rows), -1) @ np.asarray(vector, dtype=np.float32)
+        top = np.argsort(-scores, kind="stable")[:limit]
+        ranked = [(int(ids[i]), float(scores[i])) for i in top]
+    return [(pk, s) for pk, s in ranked if s >= min_similarity]
+
+
+def rrf_fuse(*rankings: list[int], k: int = RRF_K) -> dict[int, float]:
+    """Reciprocal Rank Fusion of ranked id lists (rank 1 = best)."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+def memory_search(*, team: Team, query: str, limit: int = 5) -> SearchResult:
+    """The team's best-matching memories (active and superseded, never deleted), best first."""
+    query = (query or "").strip()
+    if not query:
+        raise DomainError("query must not be empty", code="invalid_query")
+    if not 1 <= limit <= MAX_RESULTS:
+        raise DomainError(f"max_results must be between 1 and {MAX_RESULTS}", code="invalid_limit")
+    pool = max(limit * 8, 40)
+    text_ids = text_candidates(team, query_terms(query), pool)
+    result = SearchResult(mode="full_text_only")
+    vector_ids: list[int] = []
+    embedder = embeddings.get_embedder()
+    if embedder is None:
+        result.note = "no embedding model configured: full-text search only"
+    else:
+        try:
+            query_vector = embedder.embed([query])[0]
+        except embeddings.EmbeddingError as exc:
+            logger.warning("memory search fell back to full text: %s", exc.message)
+            result.note = "the embedding model failed: full-text search only"
+        else:
+            result.mode = "hybrid"
+            vector_ids = [
+                pk
+                for pk, _ in vector_candidates(
+                    team, query_vector, embedder.name, pool, min_similarity=MIN_VECTOR_SIMILARITY
+                )
+            ]
+    fused = rrf_fuse(text_ids, vector_ids)
+    if not fused:
+        return result
+    text_set, vector_set = set(text_ids), set(vector_ids)
+    chunks = {
+        c.pk: c
+        for c in MemoryChunk.objects.filter(team=team, pk__in=fused).only(
+            "pk", "memory_id", "content"
+        )
+    }
+    best: dict[int, tuple[float, int]] = {}  # memory id → (score, chunk id)
+    for chunk_id, score in fused.items():
+        chunk = chunks.get(chunk_id)
+        if chunk is None:  # deleted meanwhile
+            continue
+        previous = best.get(chunk.memory_id)
+        if previous is None or score > previous[0]:
+            best[chunk.memory_id] = (score, chunk_id)
+    order = sorted(best.items(), key=lambda item: (-item[1][0], -item[0]))[:limit]
+    memories = Memory.objects.in_bulk([memory_id for memory_id, _ in order])
+    for memory_id, (score, chunk_id) in order:
+        memory = memories.get(memory_id)
+        if memory is None or memory.team_id != team.pk or memory.deleted_at is not None:
+            continue
+        in_text, in_vector = chunk_id in text_set, chunk_id in vector_set
+        result.hits.append(
+            SearchHit(
+                memory=memory,
+                score=round(score, 6),
+                snippet=chunks[chunk_id].content[:SNIPPET_CHARS],
+                matched="both" if in_text and in_vector else ("text" if in_text else "vector"),
+            )
+        )
+    return result
