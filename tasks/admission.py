@@ -2,8 +2,8 @@
 database so every worker process on every machine sees the same state.
 
 A claim is serialized per team: on PostgreSQL by locking the team's row (`FOR UPDATE`, or
-`FOR UPDATE SKIP LOCKED` when a worker may simply try another team), on SQLite by an
-`IMMEDIATE` transaction. Inside that critical section the claim counts the team's running
+`FOR UPDATE SKIP LOCKED` when a worker may simply try another team), on SQLite by taking the
+database write lock first. Inside that critical section the claim counts the team's running
 tasks, checks the org-op lock and takes the best pending task, so the cap, the mutex and the
 priority order hold however many workers race."""
 
@@ -55,28 +55,18 @@ def _is_postgres() -> bool:
 
 
 @contextlib.contextmanager
-def _team_critical_section(team_id: int, *, skip_locked: bool) -> Iterator[bool]:
-    """Yields True when this process holds the team's claim section (False: another process
-    holds it and `skip_locked` asked not to wait)."""
-    if _is_postgres():
-        with transaction.atomic():
+def team_critical_section(team_id: int, *, skip_locked: bool) -> Iterator[bool]:
+    """A transaction that holds the team's claim section: yields True, or False when another
+    process holds it and `skip_locked` asked not to wait (PostgreSQL only)."""
+    with transaction.atomic():
+        if _is_postgres():
             rows = Team.objects.filter(pk=team_id).select_for_update(skip_locked=skip_locked)
             yield rows.values_list("pk", flat=True).first() is not None
-        return
-    if connection.in_atomic_block:  # already inside a transaction (tests): it serializes
-        with transaction.atomic():
-            yield True
-        return
-    # SQLite: take the write lock before reading, so the count and the claim are one step.
-    connection.ensure_connection()
-    with connection.cursor() as cursor:
-        cursor.execute("BEGIN IMMEDIATE")
-        try:
-            yield True
-        except BaseException:
-            cursor.execute("ROLLBACK")
-            raise
-        cursor.execute("COMMIT")
+            return
+        # SQLite: a write as the transaction's first statement takes the database write lock
+        # before anything is read, so the count and the claim act on the latest state.
+        Team.objects.filter(pk=team_id).update(status=F("status"))
+        yield True
 
 
 def _org_op_held(team_id: int, now: datetime) -> bool:
@@ -100,7 +90,7 @@ def task_claim_next(
     mutex; else None (the task waits)."""
     cap = team_cap(team_name)
     claimed_id = None
-    with _team_critical_section(team_id, skip_locked=skip_locked) as held:
+    with team_critical_section(team_id, skip_locked=skip_locked) as held:
         if not held:
             return None
         now = timezone.now()  # read inside the section: claim times are ordered per team
@@ -132,7 +122,7 @@ def task_admit_running(
     """Create a task that starts at once (a synchronous query): it takes a daily-op slot of
     the team like any claimed task, or raises `Conflict(code="saturated")` when none is free."""
     cap = team_cap(team.name)
-    with _team_critical_section(team.pk, skip_locked=False):
+    with team_critical_section(team.pk, skip_locked=False):
         now = timezone.now()
         if _org_op_held(team.pk, now):
             raise Conflict(
@@ -252,7 +242,7 @@ def org_op(
 def _org_op_acquire(*, team: Team, holder: str, operation: str) -> bool:
     now = timezone.now()
     expires = now + timedelta(seconds=settings.OPENHIVE["ORG_OP_DRAIN_SECONDS"] + 600)
-    with _team_critical_section(team.pk, skip_locked=False):
+    with team_critical_section(team.pk, skip_locked=False):
         current = OrgOpLock.objects.filter(team=team).first()
         if current is not None and current.expires_at > now and current.holder != holder:
             return False

@@ -75,9 +75,7 @@ class OrgOpLock(models.Model):
     """The per-team org-op mutex, shared by every process: while a row exists (and has not
     expired) no new daily-op task of the team is admitted; in-flight ones drain first."""
 
-    team = models.OneToOneField(
-        "teams.Team", on_delete=models.CASCADE, related_name="org_op_lock"
-    )
+    team = models.OneToOneField("teams.Team", on_delete=models.CASCADE, related_name="org_op_lock")
     holder = models.CharField(max_length=200)
     operation = models.CharField(max_length=100, blank=True, default="")
     acquired_at = models.DateTimeField()
