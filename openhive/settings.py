@@ -102,6 +102,9 @@ else:
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 30,
             },
+            # A file, not shared-cache memory: tests with real threads and worker processes
+            # need SQLite's normal locking (busy timeout), as in production.
+            "TEST": {"NAME": str(DATA_DIR / "test-openhive.sqlite3")},
         }
     }
 

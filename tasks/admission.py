@@ -3,9 +3,9 @@ database so every worker process on every machine sees the same state.
 
 A claim is serialized per team: on PostgreSQL by locking the team's row (`FOR UPDATE`, or
 `FOR UPDATE SKIP LOCKED` when a worker may simply try another team), on SQLite by taking the
-database write lock first. Inside that critical section the claim counts the team's running
-tasks, checks the org-op lock and takes the best pending task, so the cap, the mutex and the
-priority order hold however many workers race."""
+database write lock at BEGIN (IMMEDIATE transactions). Inside that section the claim counts the
+team's running tasks, checks the org-op lock and takes the best pending task, so the cap, the
+mutex and the priority order hold however many workers race."""
 
 from __future__ import annotations
 
@@ -63,9 +63,8 @@ def team_critical_section(team_id: int, *, skip_locked: bool) -> Iterator[bool]:
             rows = Team.objects.filter(pk=team_id).select_for_update(skip_locked=skip_locked)
             yield rows.values_list("pk", flat=True).first() is not None
             return
-        # SQLite: a write as the transaction's first statement takes the database write lock
-        # before anything is read, so the count and the claim act on the latest state.
-        Team.objects.filter(pk=team_id).update(status=F("status"))
+        # SQLite: the transaction is IMMEDIATE (settings), so it holds the database write lock
+        # from BEGIN: the count and the claim act on the latest state, one process at a time.
         yield True
 
 

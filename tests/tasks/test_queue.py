@@ -325,9 +325,7 @@ def test_finishing_a_bootstrap_marks_the_team_ready_and_tells_the_chat(ops, cloc
     assert note.team_name == "ops" and note.kind == "notification" and note.delivered_at is None
 
 
-def test_a_failed_bootstrap_is_retried_a_bounded_number_of_times_then_says_so(
-    ops, clock, settings
-):
+def test_a_failed_bootstrap_is_retried_a_bounded_number_of_times_then_says_so(ops, clock, settings):
     settings.OPENHIVE = {**settings.OPENHIVE, "BOOTSTRAP_MAX_RETRIES": 2}
     task = task_enqueue(
         team=ops, text="bootstrap", type=Task.Type.BOOTSTRAP, source_channel="web:alice"
