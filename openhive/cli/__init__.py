@@ -2,6 +2,7 @@ from .base import Verb
 from .ops import Delegate, Spawn, Status, Tool
 from .serve import Engine, Serve
 from .setup import Init, Token
+from .worker import Worker
 
 VERBS: dict[str, Verb] = {
     "serve": Serve(),
@@ -12,4 +13,5 @@ VERBS: dict[str, Verb] = {
     "delegate": Delegate(),
     "status": Status(),
     "token": Token(),
+    "worker": Worker(),
 }
