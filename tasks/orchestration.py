@@ -152,3 +152,32 @@ def task_handoff_to_parent(
             options={"handoff_from": child.name},
             created_by=created_by or child.name,
         )
+
+
+def task_requeue(*, task_id: int, requested_by: str = "") -> Task:
+    """Queue a failed or cancelled task again as a new pending task (the old row keeps its
+    history): same team, text, type, priority, channel and options."""
+    from openhive.errors import NotFound
+
+    old = Task.objects.select_related("team").filter(pk=task_id).first()
+    if old is None:
+        raise NotFound(f"task {task_id} not found")
+    if old.status not in (Task.Status.FAILED, Task.Status.CANCELLED):
+        raise Conflict(
+            f"task {task_id} is {old.status}; only failed or cancelled tasks can be requeued",
+            code="not_requeueable",
+        )
+    if old.type == Task.Type.QUERY:
+        raise Conflict("a synchronous query cannot be requeued", code="not_requeueable")
+    options = {k: v for k, v in old.options.items() if k != "stall_escalated"}
+    return task_enqueue(
+        team=old.team,
+        text=old.text,
+        type=old.type,
+        priority=old.priority,
+        source_channel=old.source_channel,
+        topic_id=old.topic_id,
+        correlation_id=old.correlation_id,
+        options={**options, "requeued_from": old.pk},
+        created_by=requested_by or f"requeue of #{old.pk}",
+    )
