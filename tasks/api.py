@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 from django.http import HttpRequest
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from openhive.engine.models import Session
 from openhive.errors import NotFound
@@ -179,7 +179,7 @@ class EnqueueOut(Schema):
     response={201: EnqueueOut, 409: EnqueueOut},
     summary="Queue a task for a team (with an overlap policy)",
 )
-def tasks_enqueue(request: HttpRequest, payload: TaskIn) -> tuple[int, dict]:
+def tasks_enqueue(request: HttpRequest, payload: TaskIn) -> Status:
     team = team_by_name(payload.team)
     user = getattr(request.auth, "username", "") or "api"
     outcome = task_delegate(
@@ -196,7 +196,7 @@ def tasks_enqueue(request: HttpRequest, payload: TaskIn) -> tuple[int, dict]:
         "replaced_task_ids": outcome.replaced,
     }
     # skipped / waiting for confirmation: nothing was queued, the caller must decide
-    return (201 if outcome.task else 409), body
+    return Status(201 if outcome.task else 409, body)
 
 
 @router.post(
@@ -204,8 +204,8 @@ def tasks_enqueue(request: HttpRequest, payload: TaskIn) -> tuple[int, dict]:
     response={201: TaskOut},
     summary="Queue a failed or cancelled task again (as a new task)",
 )
-def tasks_requeue(request: HttpRequest, task_id: int) -> tuple[int, dict]:
+def tasks_requeue(request: HttpRequest, task_id: int) -> Status:
     _task_or_404(task_id)
     user = getattr(request.auth, "username", "") or "api"
     task = task_requeue(task_id=task_id, requested_by=f"api:{user}")
-    return 201, _task_out(Task.objects.select_related("team").get(pk=task.pk))
+    return Status(201, _task_out(Task.objects.select_related("team").get(pk=task.pk)))

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
-from ninja import Field, Router, Schema
+from ninja import Field, Router, Schema, Status
 
 from openhive.errors import DomainError, NotFound
 from tasks.models import Task
@@ -153,7 +153,7 @@ class StatusOut(Schema):
 
 
 @router.post("", response={201: SpawnOut}, summary="Spawn a team (bootstrap task queued)")
-def teams_spawn(request: HttpRequest, payload: SpawnIn) -> tuple[int, dict]:
+def teams_spawn(request: HttpRequest, payload: SpawnIn) -> Status:
     if not any(k.strip() for k in payload.scope_accepts):
         raise DomainError("scope_accepts needs at least one keyword", code="invalid_input")
     user = getattr(request.auth, "username", "") or "api"
@@ -166,11 +166,14 @@ def teams_spawn(request: HttpRequest, payload: SpawnIn) -> tuple[int, dict]:
         credentials=payload.credentials,
         created_by=f"api:{user}",
     )
-    return 201, {
-        "status": "queued",
-        "team": _team_out(team_by_name(spawned.team.name)),
-        "bootstrap_task_id": spawned.bootstrap_task.pk,
-    }
+    return Status(
+        201,
+        {
+            "status": "queued",
+            "team": _team_out(team_by_name(spawned.team.name)),
+            "bootstrap_task_id": spawned.bootstrap_task.pk,
+        },
+    )
 
 
 @router.delete("/{name}", response=ShutdownOut, summary="Shut a team down (cascade optional)")
