@@ -73,4 +73,5 @@ class TeamMessage(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.sender_id}->{self.recipient_id} {self.kind}: {self.content[:40]}"
+        # No content: it is shown (scrubbed) only where the admin decides to.
+        return f"#{self.pk} {self.kind} {self.sender_id}->{self.recipient_id}"
