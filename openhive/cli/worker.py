@@ -35,7 +35,7 @@ class Worker(Verb):
             type=float,
             default=0.0,
             metavar="SECONDS",
-            help="exit after the queue has been empty this long (0 = run until stopped)",
+            help="exit once no task has run for this long (0 = run until stopped)",
         )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
@@ -47,6 +47,8 @@ class Worker(Verb):
             signal.signal(sig, lambda *_: stop.set())
         idle_limit = options["exit_when_idle"]
         last_work = [time.monotonic()]
+        self._busy = 0
+        self._busy_lock = threading.Lock()
         threads = [
             threading.Thread(
                 target=self._loop, args=(stop, options["poll"], last_work), name=f"worker-{i}"
@@ -63,7 +65,7 @@ class Worker(Verb):
             except Exception:  # a database blip: try again next round
                 logger.exception("lease reaping failed")
                 close_old_connections()
-            if idle_limit and time.monotonic() - last_work[0] > idle_limit:
+            if idle_limit and not self._busy and time.monotonic() - last_work[0] > idle_limit:
                 stop.set()
         for thread in threads:
             thread.join()
@@ -71,12 +73,17 @@ class Worker(Verb):
     def _loop(self, stop: threading.Event, poll: float, last_work: list[float]) -> None:
         try:
             while not stop.is_set():
+                with self._busy_lock:
+                    self._busy += 1
                 try:
                     status = run_next_task()
                 except Exception:  # never let one bad claim end the thread
                     logger.exception("worker claim failed")
                     close_old_connections()
                     status = None
+                finally:
+                    with self._busy_lock:
+                        self._busy -= 1
                 if status is None:
                     stop.wait(poll)
                 else:
