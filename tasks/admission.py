@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F
 from django.utils import timezone
 
 from openhive.errors import Conflict
@@ -150,26 +150,27 @@ def task_admit_running(
 
 
 def team_room(*, now: datetime) -> dict[int, int]:
-    """Free daily-op slots per team with pending work (cap - running - handed out but unclaimed);
-    teams under an org-op get none."""
+    """Free daily-op slots per team with pending work (cap - running - handed out but
+    unclaimed); teams under an org-op get none."""
     stale = now - timedelta(seconds=settings.OPENHIVE["REDISPATCH_SECONDS"])
-    rows = (
-        Team.objects.filter(tasks__status=Task.Status.PENDING)
-        .annotate(
-            running=Count("tasks", filter=Q(tasks__status=Task.Status.RUNNING), distinct=True),
-            handed=Count(
-                "tasks",
-                filter=Q(tasks__status=Task.Status.PENDING, tasks__dispatched_at__gt=stale),
-                distinct=True,
-            ),
+
+    def per_team(rows) -> dict[int, int]:
+        return dict(
+            rows.order_by().values("team_id").annotate(n=Count("id")).values_list("team_id", "n")
         )
-        .values_list("pk", "name", "running", "handed")
+
+    running = per_team(Task.objects.filter(status=Task.Status.RUNNING))
+    handed = per_team(Task.objects.filter(status=Task.Status.PENDING, dispatched_at__gt=stale))
+    waiting = (
+        Task.objects.filter(status=Task.Status.PENDING)
+        .order_by()
+        .values_list("team_id", "team__name")
         .distinct()
     )
     locked = set(OrgOpLock.objects.filter(expires_at__gt=now).values_list("team_id", flat=True))
     return {
-        pk: (0 if pk in locked else max(0, team_cap(name) - running - handed))
-        for pk, name, running, handed in rows
+        pk: 0 if pk in locked else max(0, team_cap(name) - running.get(pk, 0) - handed.get(pk, 0))
+        for pk, name in waiting
     }
 
 

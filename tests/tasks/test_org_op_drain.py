@@ -29,6 +29,9 @@ def _in_thread(func, *args) -> tuple[threading.Thread, dict]:
         try:
             box["result"] = func(*args)
             box["at"] = time.monotonic()
+        except BaseException as exc:  # surfaced by the test's own assertions
+            box["error"] = repr(exc)
+            raise
         finally:
             connections.close_all()
 
@@ -49,7 +52,7 @@ def org(main_team, scripted_provider, settings):
     settings.OPENHIVE = {**settings.OPENHIVE, "ORG_OP_POLL_SECONDS": 0.02}
     scripted_provider(
         [
-            {"when": {"team": "main"}, "reply": {"content": "main done", "delay_ms": 800}},
+            {"when": {"team": "main"}, "reply": {"content": "main done", "delay_ms": 1500}},
             {"when": {}, "reply": {"content": "ok"}},
         ]
     )
@@ -80,6 +83,7 @@ def test_org_op_waits_for_in_flight_daily_ops_blocks_new_ones_then_runs_alone(or
     org_thread.join(timeout=15)
     for thread, _ in runners:
         thread.join(timeout=15)
+    assert "error" not in org_box, org_box
     assert org_box["result"] == {"success": True, "team": "ops", "scope": ["kubernetes", "ops"]}
     # the org-op finished only after both in-flight sessions had finished
     assert all(box["at"] <= org_box["at"] for _, box in runners)
