@@ -319,3 +319,39 @@ def test_escalate_from_main_without_a_channel_says_so(tree):
     result = call(main, "escalate", message="x")
     assert result["success"] is False and result["code"] == "NO_CHANNEL"
     assert not OutboxMessage.objects.exists()
+
+
+# --- spawn_team guards added by this issue ------------------------------------------------------
+
+
+def test_spawn_needs_scope_keywords_unless_a_config_path_is_given(main_team, openhive_dirs):
+    refused = call(main_team, "spawn_team", name="web")
+    assert refused == {
+        "success": False,
+        "error": "scope_accepts with at least one keyword is required when config_path is not "
+        "provided",
+        "code": "INVALID_INPUT",
+    }
+    assert not Team.objects.filter(name="web").exists()
+    config = openhive_dirs / "data" / "web.yaml"
+    config.write_text("max_concurrent_daily_ops: 2\nallowed_tools: ['list_*']\nname: evil\n")
+    result = call(main_team, "spawn_team", name="web", config_path=str(config))
+    assert result["success"] is True and result["status"] == "queued"
+    from teams.config import load_team_config
+
+    loaded = load_team_config("web")
+    assert (loaded.name, loaded.parent) == ("web", "main")  # never taken from the file
+    assert loaded.max_concurrent_daily_ops == 2 and loaded.allowed_tools == ["list_*"]
+
+
+def test_spawn_refuses_a_config_path_outside_the_data_and_runtime_dirs(main_team, tmp_path):
+    outside = tmp_path.parent / "elsewhere.yaml"
+    result = call(main_team, "spawn_team", name="web", config_path=str(outside))
+    assert result["success"] is False and result["code"] == "CONFIG_ERROR"
+    assert "must be inside the data dir or the runtime dir" in result["error"]
+    assert not Team.objects.filter(name="web").exists() and not paths.team_dir("web").exists()
+
+
+def test_spawn_takes_and_releases_the_callers_org_op_mutex(main_team):
+    assert call(main_team, "spawn_team", name="web", scope_accepts=["html"])["success"]
+    assert not OrgOpLock.objects.exists()
