@@ -96,7 +96,7 @@ def test_query_team_on_a_saturated_child_is_refused_without_a_session(children, 
 
 def test_query_teams_runs_children_in_parallel(children, scripted_provider):
     main, _ = children
-    slow_replies(scripted_provider, 600)
+    slow_replies(scripted_provider, 1000)
     started = time.monotonic()
     result = call(
         main,
@@ -111,7 +111,7 @@ def test_query_teams_runs_children_in_parallel(children, scripted_provider):
             for n in ("alpha", "beta", "gamma")
         ],
     }
-    assert wall < 1.5, f"fan-out took {wall:.2f}s; serial would be 1.8s"
+    assert wall < 2.4, f"fan-out took {wall:.2f}s; serial would be over 3s"
     assert Task.objects.filter(type="query", status="done").count() == 3
 
 
