@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from django.db import connections
 
 from openhive.engine.models import Session
 from openhive.tools.audit import call_tool
@@ -175,7 +176,10 @@ def _run_in_thread(task_id: int) -> tuple[threading.Thread, dict]:
     box: dict = {}
 
     def target() -> None:
-        box["status"] = run_task(task_id)
+        try:
+            box["status"] = run_task(task_id)
+        finally:
+            connections.close_all()  # this thread's own connection (PostgreSQL teardown)
 
     thread = threading.Thread(target=target)
     thread.start()
