@@ -103,6 +103,9 @@ else:
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 30,
             },
+            # A file, not shared-cache memory: tests with real threads and worker processes
+            # need SQLite's normal locking (busy timeout), as in production.
+            "TEST": {"NAME": str(DATA_DIR / "test-openhive.sqlite3")},
         }
     }
 
@@ -164,6 +167,17 @@ OPENHIVE = {
     "DISPATCH_SLOTS": env.int("OPENHIVE_DISPATCH_SLOTS", default=0),
     "CHAT_HISTORY_MESSAGES": env.int("OPENHIVE_CHAT_HISTORY", default=40),
     "OUTBOX_POLL_SECONDS": env.float("OPENHIVE_OUTBOX_POLL", default=0.3),
+    # Orchestration (teams/, tasks/): org-op mutex, cancellation, stall detection, handoffs.
+    "ORG_OP_DRAIN_SECONDS": env.float("OPENHIVE_ORG_OP_DRAIN_SECONDS", default=600),
+    "ORG_OP_POLL_SECONDS": env.float("OPENHIVE_ORG_OP_POLL_SECONDS", default=0.1),
+    "CANCEL_POLL_SECONDS": env.float("OPENHIVE_CANCEL_POLL_SECONDS", default=0.25),
+    "STALL_CHECK_SECONDS": env.float("OPENHIVE_STALL_CHECK_SECONDS", default=600),
+    "STALL_WARN_SECONDS": env.float("OPENHIVE_STALL_WARN_SECONDS", default=3600),
+    "STALL_ERROR_SECONDS": env.float("OPENHIVE_STALL_ERROR_SECONDS", default=86400),
+    "BOOTSTRAP_MAX_RETRIES": env.int("OPENHIVE_BOOTSTRAP_MAX_RETRIES", default=2),
+    "HANDOFF_RATE_PER_MINUTE": env.int("OPENHIVE_HANDOFF_RATE_PER_MINUTE", default=10),
+    "HANDOFF_DEDUP_SECONDS": env.float("OPENHIVE_HANDOFF_DEDUP_SECONDS", default=60),
+    "QUERY_TIMEOUT_MS": env.int("OPENHIVE_QUERY_TIMEOUT_MS", default=120_000),
 }
 
 LOG_LEVEL = env("OPENHIVE_LOG_LEVEL", default="INFO")

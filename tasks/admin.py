@@ -11,18 +11,34 @@ from django.http import HttpRequest
 from openhive.errors import DomainError
 from vault.scrubbing import scrub
 
-from .models import Task
+from .models import OrgOpLock, Task
+from .orchestration import task_requeue
 from .services import task_cancel
 
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
-    list_display = ("id", "team", "type", "priority", "status", "created_at", "duration_ms")
-    list_filter = ("status", "type", "priority", ("team", admin.RelatedOnlyFieldListFilter))
+    list_display = (
+        "id",
+        "team",
+        "type",
+        "priority",
+        "status",
+        "stop_reason",
+        "created_at",
+        "duration_ms",
+    )
+    list_filter = (
+        "status",
+        "type",
+        "priority",
+        "stop_reason",
+        ("team", admin.RelatedOnlyFieldListFilter),
+    )
     list_select_related = ("team",)
     search_fields = ("text", "correlation_id")
     date_hierarchy = "created_at"
-    actions = ("cancel_tasks",)
+    actions = ("cancel_tasks", "requeue_tasks")
     fields = (
         "team",
         "type",
@@ -43,6 +59,7 @@ class TaskAdmin(admin.ModelAdmin):
         "lease_owner",
         "lease_expires_at",
         "attempts",
+        "stop_reason",
     )
     readonly_fields = tuple(f for f in fields if f != "priority")
 
@@ -73,3 +90,34 @@ class TaskAdmin(admin.ModelAdmin):
             self.message_user(request, f"Cancelled {cancelled} task(s).", messages.SUCCESS)
         if refused:
             self.message_user(request, "; ".join(refused), messages.WARNING)
+
+    @admin.action(description="Requeue selected failed or cancelled tasks", permissions=["change"])
+    def requeue_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        queued, refused = [], []
+        user = request.user.get_username()
+        for task_id in queryset.values_list("id", flat=True):
+            try:
+                queued.append(task_requeue(task_id=task_id, requested_by=f"admin:{user}").pk)
+            except DomainError as exc:
+                refused.append(exc.message)
+        if queued:
+            ids = ", ".join(f"#{pk}" for pk in queued)
+            self.message_user(request, f"Queued again as {ids}.", messages.SUCCESS)
+        if refused:
+            self.message_user(request, "; ".join(refused), messages.WARNING)
+
+
+@admin.register(OrgOpLock)
+class OrgOpLockAdmin(admin.ModelAdmin):
+    """Org-op mutexes held right now. An expired one is ignored by the queue; deleting a live
+    one releases the team early (only if its holder is known to be dead)."""
+
+    list_display = ("team", "operation", "holder", "acquired_at", "expires_at")
+    readonly_fields = ("team", "operation", "holder", "acquired_at", "expires_at")
+    list_select_related = ("team",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False

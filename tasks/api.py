@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 from django.http import HttpRequest
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from openhive.engine.models import Session
 from openhive.errors import NotFound
@@ -15,6 +15,7 @@ from teams.api import team_by_name
 from vault.scrubbing import scrub
 
 from .models import Task
+from .orchestration import task_delegate, task_requeue
 from .selectors import task_get, task_list, task_sessions
 from .services import priority_from_name, task_cancel
 
@@ -30,6 +31,7 @@ class TaskFilters(Schema):
     status: Task.Status | None = None
     type: Task.Type | None = None
     priority: PriorityName | None = None
+    stop_reason: str | None = Field(None, max_length=20)
     limit: int = Field(50, ge=1, le=200)
     offset: int = Field(0, ge=0, le=MAX_OFFSET)
 
@@ -50,6 +52,7 @@ class TaskOut(Schema):
     finished_at: datetime | None
     duration_ms: int | None
     attempts: int
+    stop_reason: str
 
 
 class TaskPage(Schema):
@@ -94,6 +97,7 @@ def _task_out(task: Task) -> dict:
         "finished_at": task.finished_at,
         "duration_ms": task.duration_ms,
         "attempts": task.attempts,
+        "stop_reason": task.stop_reason,
     }
 
 
@@ -127,6 +131,8 @@ def tasks_list(request: HttpRequest, filters: Query[TaskFilters]) -> dict:
         type=filters.type,
         priority=priority_from_name(filters.priority) if filters.priority else None,
     )
+    if filters.stop_reason is not None:
+        rows = rows.filter(stop_reason=filters.stop_reason)
     page = rows[filters.offset : filters.offset + filters.limit]
     return {
         "count": rows.count(),
@@ -152,3 +158,54 @@ def tasks_cancel(request: HttpRequest, task_id: int) -> dict:
     user = getattr(request.auth, "username", "") or "api"
     task = task_cancel(task_id=task_id, reason=f"cancelled through the API by {user}")
     return _task_out(task)
+
+
+class TaskIn(Schema):
+    team: str = Field(..., min_length=1, max_length=64)
+    text: str = Field(..., min_length=1, max_length=100_000)
+    priority: PriorityName = "normal"
+    overlap_policy: Literal["allow", "skip", "replace", "confirm"] = "allow"
+
+
+class EnqueueOut(Schema):
+    status: str
+    task: TaskOut | None
+    in_flight: list[dict]
+    replaced_task_ids: list[int]
+
+
+@router.post(
+    "",
+    response={201: EnqueueOut, 409: EnqueueOut},
+    summary="Queue a task for a team (with an overlap policy)",
+)
+def tasks_enqueue(request: HttpRequest, payload: TaskIn) -> Status:
+    team = team_by_name(payload.team)
+    user = getattr(request.auth, "username", "") or "api"
+    outcome = task_delegate(
+        team=team,
+        text=payload.text,
+        priority=priority_from_name(payload.priority),
+        overlap_policy=payload.overlap_policy,
+        created_by=f"api:{user}",
+    )
+    body = {
+        "status": outcome.status,
+        "task": _task_out(outcome.task) if outcome.task else None,
+        "in_flight": outcome.in_flight,
+        "replaced_task_ids": outcome.replaced,
+    }
+    # skipped / waiting for confirmation: nothing was queued, the caller must decide
+    return Status(201 if outcome.task else 409, body)
+
+
+@router.post(
+    "/{task_id}/requeue",
+    response={201: TaskOut},
+    summary="Queue a failed or cancelled task again (as a new task)",
+)
+def tasks_requeue(request: HttpRequest, task_id: int) -> Status:
+    _task_or_404(task_id)
+    user = getattr(request.auth, "username", "") or "api"
+    task = task_requeue(task_id=task_id, requested_by=f"api:{user}")
+    return Status(201, _task_out(Task.objects.select_related("team").get(pk=task.pk)))

@@ -10,6 +10,8 @@ class Task(models.Model):
         TRIGGER = "trigger"
         ESCALATION = "escalation"
         BOOTSTRAP = "bootstrap"
+        # A synchronous query_team call: created running, never queued.
+        QUERY = "query"
 
     class Priority(models.IntegerChoices):
         # Lower sorts first: the claim order is (priority, created_at, id).
@@ -46,6 +48,8 @@ class Task(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # The stop reason of the session that ended the task (completed, cancelled, timeout, ...).
+    stop_reason = models.CharField(max_length=20, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -65,3 +69,17 @@ class Task(models.Model):
     @property
     def priority_name(self) -> str:
         return self.Priority(self.priority).label
+
+
+class OrgOpLock(models.Model):
+    """The per-team org-op mutex, shared by every process: while a row exists (and has not
+    expired) no new daily-op task of the team is admitted; in-flight ones drain first."""
+
+    team = models.OneToOneField("teams.Team", on_delete=models.CASCADE, related_name="org_op_lock")
+    holder = models.CharField(max_length=200)
+    operation = models.CharField(max_length=100, blank=True, default="")
+    acquired_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.operation} by {self.holder}"

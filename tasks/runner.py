@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -14,8 +15,9 @@ from django.db import close_old_connections
 from openhive.engine.models import Session
 from openhive.engine.session import SessionRequest, outcome_text, run_session
 
+from .admission import task_claim_next
 from .models import Task
-from .services import task_claim, task_finish, task_renew_lease
+from .services import task_finish, task_renew_lease
 
 logger = logging.getLogger(__name__)
 
@@ -25,32 +27,75 @@ def worker_id() -> str:
 
 
 def run_task(task_id: int) -> str:
-    """Returns a short word for django-q2's own record; the real result is on the task row."""
+    """Returns a short word for django-q2's own record; the real result is on the task row.
+    The dispatcher hands out tasks in priority order and within each team's free slots; the
+    claim checks the cap and the org-op mutex again, as other processes may have claimed."""
     close_old_connections()
     worker = worker_id()
-    task = task_claim(task_id=task_id, worker=worker)
-    if task is None:
+    row = Task.objects.filter(pk=task_id).values("team_id", "team__name", "status").first()
+    if row is None or row["status"] != Task.Status.PENDING:
         return "not-claimed"
+    task = task_claim_next(
+        team_id=row["team_id"], team_name=row["team__name"], worker=worker, task_id=task_id
+    )
+    if task is None:
+        # The team is full or under an org-op: the task waits and is handed out again.
+        Task.objects.filter(pk=task_id, status=Task.Status.PENDING).update(dispatched_at=None)
+        return "not-admitted"
+    return run_claimed(task, worker)
+
+
+def run_next_task(worker: str | None = None) -> str | None:
+    """Pull mode (`manage.py openhive worker`): claim the most urgent admissible task of any
+    team and run it; None when there is nothing to run. On PostgreSQL a team another worker
+    is claiming for right now is skipped (`SKIP LOCKED`), not waited for."""
+    worker = worker or worker_id()
+    seen: set[int] = set()
+    candidates = (
+        Task.objects.filter(status=Task.Status.PENDING)
+        .order_by("priority", "created_at", "id")
+        .values_list("team_id", "team__name")[:200]
+    )
+    for team_id, team_name in candidates:
+        if team_id in seen:
+            continue
+        seen.add(team_id)
+        task = task_claim_next(
+            team_id=team_id, team_name=team_name, worker=worker, skip_locked=True
+        )
+        if task is not None:
+            return run_claimed(task, worker)
+    return None
+
+
+def run_claimed(task: Task, worker: str) -> str:
+    """Run a task this worker holds: renew its lease meanwhile, record the end."""
+    task_id = task.pk
     stop_renewing = threading.Event()
     renewer = threading.Thread(
         target=_renew_until, args=(task_id, worker, stop_renewing), daemon=True
     )
     renewer.start()
+    stop_reason = ""
     try:
-        status, result = _execute(task)
+        status, result, stop_reason = _execute(task, worker)
     except Exception as exc:  # never leave a claimed task running: record the failure
         logger.exception("task %s crashed", task_id)
         status, result = Task.Status.FAILED, f"Error: {type(exc).__name__}: {exc}"
     finally:
         stop_renewing.set()
         renewer.join(timeout=5)
-    task_finish(task_id=task_id, worker=worker, status=status, result=result)
-    return status
+    finished = task_finish(
+        task_id=task_id, worker=worker, status=status, result=result, stop_reason=stop_reason
+    )
+    if finished is None:  # cancelled, or lost to the reaper: that status stands
+        return Task.objects.filter(pk=task_id).values_list("status", flat=True).first() or status
+    return finished.status
 
 
-def _execute(task: Task) -> tuple[str, str]:
+def _execute(task: Task, worker: str) -> tuple[str, str, str]:
     if task.type == Task.Type.BOOTSTRAP and task.team.bootstrapped:
-        return Task.Status.DONE, "already bootstrapped"
+        return Task.Status.DONE, "already bootstrapped", ""
     outcome = run_session(
         SessionRequest(
             team=task.team,
@@ -60,16 +105,25 @@ def _execute(task: Task) -> tuple[str, str]:
             topic=task.topic,
             max_turns=task.options.get("max_turns"),
             source_channel=task.source_channel,
-            should_cancel=lambda: _is_cancelled(task.pk),
+            should_cancel=still_held_check(task.pk, worker),
             timeout_seconds=settings.TASK_TIMEOUT_SECONDS,
         )
     )
     status = Task.Status.DONE if outcome.ok else Task.Status.FAILED
-    return status, outcome_text(outcome)
+    return status, outcome_text(outcome), outcome.stop_reason
 
 
-def _is_cancelled(task_id: int) -> bool:
-    return Task.objects.filter(pk=task_id, status=Task.Status.CANCELLED).exists()
+def still_held_check(task_id: int, worker: str) -> Callable[[], bool]:
+    """`should_cancel` for a session: True once the task is no longer running for this worker
+    (cancelled, replaced, or reaped and handed to another), so it never runs twice at once."""
+
+    def should_cancel() -> bool:
+        held = Task.objects.filter(
+            pk=task_id, status=Task.Status.RUNNING, lease_owner=worker
+        ).exists()
+        return not held
+
+    return should_cancel
 
 
 def _renew_until(task_id: int, worker: str, stop: threading.Event) -> None:

@@ -65,15 +65,11 @@ def task_enqueue(
 
 
 def tasks_to_dispatch(*, now: datetime, limit: int) -> list[int]:
-    """Pending tasks no worker has been handed recently, strictly by priority, then FIFO."""
-    stale = now - timedelta(seconds=settings.OPENHIVE["REDISPATCH_SECONDS"])
-    rows = (
-        Task.objects.filter(status=Task.Status.PENDING)
-        .exclude(dispatched_at__gt=stale)
-        .order_by("priority", "created_at", "id")
-        .values_list("id", flat=True)[:limit]
-    )
-    return list(rows)
+    """Pending tasks no worker has been handed recently, strictly by priority, then FIFO, and
+    no more per team than its free daily-op slots (see tasks.admission)."""
+    from .admission import tasks_admissible
+
+    return tasks_admissible(now=now, limit=limit)
 
 
 def task_mark_dispatched(*, task_id: int, now: datetime) -> bool:
@@ -115,7 +111,13 @@ def task_renew_lease(*, task_id: int, worker: str, now: datetime | None = None) 
 
 
 def task_finish(
-    *, task_id: int, worker: str, status: str, result: str, now: datetime | None = None
+    *,
+    task_id: int,
+    worker: str,
+    status: str,
+    result: str,
+    now: datetime | None = None,
+    stop_reason: str = "",
 ) -> Task | None:
     """Record the outcome, if this worker still holds the task. A task cancelled (or reaped)
     meanwhile keeps its status: a late result never overwrites it."""
@@ -129,7 +131,10 @@ def task_finish(
         )
         if task is None:
             return None
+        if _bootstrap_retry(task, status, now):
+            return task
         task.status = status
+        task.stop_reason = stop_reason
         task.result = scrub(result)[:RESULT_LIMIT]
         task.finished_at = now
         task.duration_ms = (
@@ -143,6 +148,21 @@ def task_finish(
         _notify(task)
         task_finished.send(sender=Task, task=task)
     return task
+
+
+def _bootstrap_retry(task: Task, status: str, now: datetime) -> bool:
+    """A failed bootstrap goes back to the queue a bounded number of times (never forever)."""
+    retries = settings.OPENHIVE["BOOTSTRAP_MAX_RETRIES"]
+    if task.type != Task.Type.BOOTSTRAP or status != Task.Status.FAILED:
+        return False
+    if task.attempts > retries:
+        return False
+    task.status = Task.Status.PENDING
+    task.lease_owner = ""
+    task.lease_expires_at = None
+    task.dispatched_at = None
+    task.save()
+    return True
 
 
 def _notify(task: Task) -> None:
@@ -187,11 +207,17 @@ def task_cancel(*, task_id: int, reason: str = "cancelled") -> Task:
     if task.status not in (Task.Status.PENDING, Task.Status.RUNNING):
         raise Conflict(f"task {task_id} is already {task.status}", code="not_cancellable")
     task.status = Task.Status.CANCELLED
+    task.stop_reason = Task.Status.CANCELLED
     task.result = task.result or reason
     task.finished_at = timezone.now()
+    if task.started_at:
+        task.duration_ms = int((task.finished_at - task.started_at).total_seconds() * 1000)
+    # Clearing the lease tells the running session's worker to stop (it checks ownership),
+    # and makes its late result unrecordable.
     task.lease_owner = ""
     task.lease_expires_at = None
     task.save()
+    task_finished.send(sender=Task, task=task)
     return task
 
 

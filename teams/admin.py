@@ -7,13 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path
 
+from openhive.errors import DomainError
 from tasks.models import Task
+from vault.scrubbing import scrub
 
-from .models import ScopeKeyword, Team
+from .models import MAIN_TEAM, ScopeKeyword, Team, TeamMessage
+from .selectors import team_status
+from .services import team_shutdown
 
 
 class ScopeKeywordForm(forms.ModelForm):
@@ -48,6 +54,52 @@ class TeamAdmin(admin.ModelAdmin):
     fields = ("name", "parent", "description", "status", "bootstrapped", "created_at", "updated_at")
     readonly_fields = ("name", "parent", "status", "bootstrapped", "created_at", "updated_at")
     inlines = (ScopeKeywordInline,)
+    actions = ("shutdown_teams",)
+    change_list_template = "admin/teams/team/change_list.html"
+
+    def get_urls(self):
+        tree = path("tree/", self.admin_site.admin_view(self.org_tree_view), name="teams_org_tree")
+        return [tree, *super().get_urls()]
+
+    def org_tree_view(self, request: HttpRequest) -> HttpResponse:
+        """The whole org tree with each team's live queue state."""
+        main = Team.objects.filter(name=MAIN_TEAM).first()
+        rows: list[dict] = []
+
+        def walk(team: Team, depth: int, seen: set[int]) -> None:
+            rows.append({**team_status(team), "team": team, "depth": depth, "indent": depth * 24})
+            for child in team.children.order_by("name"):
+                if child.pk not in seen:
+                    walk(child, depth + 1, seen | {child.pk})
+
+        if main is not None:
+            walk(main, 0, {main.pk})
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Org tree",
+            "rows": rows,
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/teams/org_tree.html", context)
+
+    @admin.action(
+        description="Shut down selected teams (and their descendants)", permissions=["change"]
+    )
+    def shutdown_teams(self, request: HttpRequest, queryset: QuerySet[Team]) -> None:
+        removed: list[str] = []
+        refused: list[str] = []
+        for name in queryset.values_list("name", flat=True):
+            team = Team.objects.filter(name=name).first()
+            if team is None:  # already removed with an ancestor selected beside it
+                continue
+            try:
+                removed += team_shutdown(team=team, cascade=True)
+            except DomainError as exc:
+                refused.append(exc.message)
+        if removed:
+            self.message_user(request, f"Shut down: {', '.join(removed)}.", messages.SUCCESS)
+        if refused:
+            self.message_user(request, "; ".join(refused), messages.WARNING)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
         return (
@@ -81,3 +133,46 @@ class ScopeKeywordAdmin(admin.ModelAdmin):
     search_fields = ("keyword", "team__name")
     list_select_related = ("team",)
     fields = ("team", "keyword")
+
+
+@admin.register(TeamMessage)
+class TeamMessageAdmin(admin.ModelAdmin):
+    """Messages and escalations between teams: what each team was told, and when it saw it."""
+
+    list_display = (
+        "id",
+        "sender",
+        "recipient",
+        "kind",
+        "short_content",
+        "created_at",
+        "delivered_at",
+    )
+    list_filter = ("kind", ("recipient", admin.RelatedOnlyFieldListFilter))
+    list_select_related = ("sender", "recipient")
+    search_fields = ("content", "correlation_id")
+    fields = (
+        "sender",
+        "recipient",
+        "kind",
+        "message",
+        "reason",
+        "correlation_id",
+        "created_at",
+        "delivered_at",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="content")
+    def short_content(self, obj: TeamMessage) -> str:
+        return scrub(obj.content)[:120]
+
+    @admin.display(description="message")
+    def message(self, obj: TeamMessage) -> str:
+        return scrub(obj.content)

@@ -7,13 +7,14 @@ from datetime import datetime
 
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
-from ninja import Router, Schema
+from ninja import Field, Router, Schema, Status
 
-from openhive.errors import NotFound
+from openhive.errors import DomainError, NotFound
 from tasks.models import Task
 
 from .models import MAIN_TEAM, TEAM_NAME_PATTERN, Team
-from .selectors import team_summary, team_tree
+from .selectors import team_status, team_summary, team_tree
+from .services import team_shutdown, team_spawn, team_update_scope
 
 router = Router(tags=["teams"])
 
@@ -102,3 +103,93 @@ def teams_detail(request: HttpRequest, name: str) -> dict:
         "children": list(team.children.order_by("name").values_list("name", flat=True)),
         "tasks_by_status": {status: counts.get(status, 0) for status in Task.Status.values},
     }
+
+
+# --- writes: spawn, shutdown, scope --------------------------------------------------------------
+# Operator doors onto the same services as the org tools. They do not wait on the org-op mutex
+# (that serializes the agents' own structural changes against their running sessions); an
+# operator's shutdown cancels the team's running sessions itself.
+
+
+class SpawnIn(Schema):
+    name: str = Field(..., min_length=1, max_length=64)
+    parent: str = Field(MAIN_TEAM, min_length=1, max_length=64)
+    description: str = Field("", max_length=2000)
+    scope_accepts: list[str] = Field(..., min_length=1, max_length=100)
+    init_context: str = Field("", max_length=100_000)
+    credentials: dict[str, str] = Field(default_factory=dict)
+
+
+class SpawnOut(Schema):
+    status: str
+    team: TeamOut
+    bootstrap_task_id: int
+
+
+class ShutdownOut(Schema):
+    removed: list[str]
+
+
+class ScopeIn(Schema):
+    add: list[str] = Field(default_factory=list, max_length=100)
+    remove: list[str] = Field(default_factory=list, max_length=100)
+
+
+class ScopeOut(Schema):
+    team: str
+    scope: list[str]
+
+
+class StatusOut(Schema):
+    team: str
+    status: str
+    active_daily_ops: int
+    max_concurrent_daily_ops: int
+    saturation: bool
+    org_op_pending: bool
+    queue_depth: int
+    current_task: str | None
+    pending_tasks: list[dict]
+
+
+@router.post("", response={201: SpawnOut}, summary="Spawn a team (bootstrap task queued)")
+def teams_spawn(request: HttpRequest, payload: SpawnIn) -> Status:
+    if not any(k.strip() for k in payload.scope_accepts):
+        raise DomainError("scope_accepts needs at least one keyword", code="invalid_input")
+    user = getattr(request.auth, "username", "") or "api"
+    spawned = team_spawn(
+        parent=team_by_name(payload.parent),
+        name=payload.name,
+        description=payload.description,
+        scope_accepts=payload.scope_accepts,
+        init_context=payload.init_context,
+        credentials=payload.credentials,
+        created_by=f"api:{user}",
+    )
+    return Status(
+        201,
+        {
+            "status": "queued",
+            "team": _team_out(team_by_name(spawned.team.name)),
+            "bootstrap_task_id": spawned.bootstrap_task.pk,
+        },
+    )
+
+
+@router.delete("/{name}", response=ShutdownOut, summary="Shut a team down (cascade optional)")
+def teams_shutdown(request: HttpRequest, name: str, cascade: bool = False) -> dict:
+    return {"removed": team_shutdown(team=team_by_name(name), cascade=cascade)}
+
+
+@router.patch("/{name}/scope", response=ScopeOut, summary="Add or remove scope keywords")
+def teams_scope(request: HttpRequest, name: str, payload: ScopeIn) -> dict:
+    team = team_by_name(name)
+    return {
+        "team": team.name,
+        "scope": team_update_scope(team=team, add=payload.add, remove=payload.remove),
+    }
+
+
+@router.get("/{name}/status", response=StatusOut, summary="Live queue state of one team")
+def teams_status(request: HttpRequest, name: str) -> dict:
+    return team_status(team_by_name(name))

@@ -42,3 +42,36 @@ class ScopeKeyword(models.Model):
 
     def __str__(self) -> str:
         return self.keyword
+
+
+class TeamMessage(models.Model):
+    """A message between a team and its parent or child (send_message), or an escalation to the
+    parent. Durable: the recipient sees unread ones in its next session, operators in the admin."""
+
+    class Kind(models.TextChoices):
+        MESSAGE = "message"
+        ESCALATION = "escalation"
+
+    sender = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="sent_messages")
+    recipient = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="inbox")
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.MESSAGE)
+    content = models.TextField()
+    reason = models.CharField(max_length=500, blank=True, default="")
+    correlation_id = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Set when the message was shown in one of the recipient's sessions.
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(
+                fields=["recipient", "id"],
+                name="teammessage_unread_idx",
+                condition=models.Q(delivered_at__isnull=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        # No content: it is shown (scrubbed) only where the admin decides to.
+        return f"#{self.pk} {self.kind} {self.sender_id}->{self.recipient_id}"

@@ -50,3 +50,52 @@ def team_tree(*, root: Team, recursive: bool, max_depth: int = 10) -> list[dict]
         return out
 
     return walk(root, 1, {root.pk})
+
+
+PENDING_SHOWN = 20
+
+
+def team_status(team: Team) -> dict:
+    """Live queue state of one team (get_status): running daily-ops against the cap, whether
+    an org-op holds the mutex, pending work only (finished history is not queue depth)."""
+    from django.utils import timezone
+
+    from tasks.admission import team_cap
+    from tasks.models import OrgOpLock
+
+    cap = team_cap(team.name)
+    running = list(
+        Task.objects.filter(team=team, status=Task.Status.RUNNING).order_by("started_at", "id")
+    )
+    pending = Task.objects.filter(team=team, status=Task.Status.PENDING).order_by(
+        "priority", "created_at", "id"
+    )
+    current = running[0] if running else None
+    if current is None:
+        current_task = None
+    elif current.type == Task.Type.BOOTSTRAP:
+        current_task = "(initializing)"
+    else:
+        current_task = current.text[:200]
+    return {
+        "team": team.name,
+        "status": team.status,
+        "active_daily_ops": len(running),
+        "max_concurrent_daily_ops": cap,
+        "saturation": len(running) >= cap,
+        "org_op_pending": OrgOpLock.objects.filter(
+            team=team, expires_at__gt=timezone.now()
+        ).exists(),
+        "queue_depth": pending.count(),
+        "current_task": current_task,
+        "pending_tasks": [
+            {
+                "task_id": t.pk,
+                "type": t.type,
+                "priority": t.priority_name,
+                "text": t.text[:200],
+                "created_at": t.created_at.isoformat(),
+            }
+            for t in pending[:PENDING_SHOWN]
+        ],
+    }

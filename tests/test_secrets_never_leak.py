@@ -39,6 +39,7 @@ SCRIPT = [
                     "arguments": {
                         "name": "ops",
                         "description": "Operations",
+                        "scope_accepts": ["deployments"],
                         "init_context": f"Deploy with the API token {SECRET} on Fridays.",
                         "credentials": [{"key": "API_TOKEN", "value": SECRET}],
                     },

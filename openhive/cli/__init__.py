@@ -3,6 +3,7 @@ from .ops import Delegate, Spawn, Status, Tool
 from .serve import Engine, Serve
 from .setup import Init, Token
 from .vault import Reembed, RotateVaultKey
+from .worker import Worker
 
 VERBS: dict[str, Verb] = {
     "serve": Serve(),
@@ -15,4 +16,5 @@ VERBS: dict[str, Verb] = {
     "token": Token(),
     "rotate-vault-key": RotateVaultKey(),
     "reembed": Reembed(),
+    "worker": Worker(),
 }

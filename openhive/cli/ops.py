@@ -14,9 +14,10 @@ from openhive.engine.selectors import engine_leader
 from openhive.tools.audit import call_tool
 from openhive.tools.context import ToolContext
 from tasks.models import Task
-from tasks.services import priority_from_name, task_enqueue
+from tasks.orchestration import OVERLAP_POLICIES, task_delegate
+from tasks.services import priority_from_name
 from teams.models import MAIN_TEAM, Team
-from teams.selectors import team_get
+from teams.selectors import team_get, team_status
 from teams.services import team_ensure_main, team_spawn
 
 from .base import Verb
@@ -71,7 +72,10 @@ class Spawn(Verb):
 
 
 class Delegate(Verb):
-    help = 'delegate <team> "<task>" [--priority P]: queue a task for a team.'
+    help = (
+        'delegate <team> "<task>" [--priority P] [--overlap allow|skip|replace|confirm]: '
+        "queue a task for a team."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("team")
@@ -79,16 +83,28 @@ class Delegate(Verb):
         parser.add_argument(
             "--priority", default="normal", choices=["critical", "high", "normal", "low"]
         )
+        parser.add_argument("--overlap", default="allow", choices=list(OVERLAP_POLICIES))
 
     def run(self, command: BaseCommand, **options: Any) -> None:
-        task = task_enqueue(
-            team=_team(options["team"]),
+        team = _team(options["team"])
+        outcome = task_delegate(
+            team=team,
             text=options["task"],
             priority=priority_from_name(options["priority"]),
+            overlap_policy=options["overlap"],
             created_by="operator",
         )
+        busy = len(outcome.in_flight)
+        if outcome.task is None:
+            command.stdout.write(
+                f"Not queued ({outcome.status}): {team.name} has {busy} task(s) in flight. "
+                "Use --overlap allow to queue behind them or --overlap replace to cancel them."
+            )
+            raise SystemExit(1)
+        replaced = f"; cancelled {outcome.replaced}" if outcome.replaced else ""
         command.stdout.write(
-            f"Task #{task.pk} queued for {options['team']} ({options['priority']})."
+            f"Task #{outcome.task.pk} queued for {team.name} ({options['priority']}; "
+            f"{busy} in flight before it{replaced})."
         )
 
 
@@ -112,12 +128,15 @@ class Status(Verb):
             out.write(f"  {line}")
 
     def _tree(self, out, team: Team, depth: int) -> None:
-        pending = team.tasks.filter(status=Task.Status.PENDING).count()
-        running = team.tasks.filter(status=Task.Status.RUNNING).count()
+        status = team_status(team)
         state = "ready" if team.bootstrapped else "bootstrapping"
+        flags = (" SATURATED" if status["saturation"] else "") + (
+            " ORG-OP" if status["org_op_pending"] else ""
+        )
         out.write(
             f"{'  ' * (depth + 1)}{team.name} [{team.status}, {state}] "
-            f"pending {pending}, running {running}"
+            f"pending {status['queue_depth']}, running {status['active_daily_ops']}/"
+            f"{status['max_concurrent_daily_ops']}{flags}"
         )
         for child in team.children.order_by("name"):
             self._tree(out, child, depth + 1)

@@ -6,11 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from django.conf import settings
+from django.db import connections
 from django.utils import timezone
 
 from openhive.engine import llm
@@ -128,7 +131,7 @@ def _loop(
     recorded_upto = 0
     for turn in range(1, max_turns + 1):
         _check_stop(request, deadline)
-        reply = llm.complete(profile, messages, schemas, team=team.name)
+        reply = _complete(request, deadline, profile, messages, schemas, team.name)
         # Credentials in the model's tool calls are secrets from now on: in the user message
         # that carried them, in this reply, and in everything after. Secrets that tools stored
         # meanwhile come with a fresh live scrubber.
@@ -178,6 +181,40 @@ def _check_stop(request: SessionRequest, deadline: float | None) -> None:
         raise _Stopped(Stop.CANCELLED, "[Session cancelled.]")
     if deadline is not None and time.monotonic() > deadline:
         raise _Stopped(Stop.TIMEOUT, "[Session timed out.]")
+
+
+def _complete(
+    request: SessionRequest,
+    deadline: float | None,
+    profile: ProviderProfile,
+    messages: list[dict],
+    schemas: list[dict],
+    team_name: str,
+) -> llm.Completion:
+    """The model call, abandoned as soon as the session is cancelled or times out: a slow
+    reply must not keep a cancelled session alive. An abandoned call finishes in its thread
+    and its reply is dropped."""
+    if request.should_cancel is None and deadline is None:
+        return llm.complete(profile, messages, schemas, team=team_name)
+    box: dict = {}
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            box["reply"] = llm.complete(profile, list(messages), schemas, team=team_name)
+        except BaseException as exc:  # handed to the session thread below
+            box["error"] = exc
+        finally:
+            connections.close_all()  # this thread's own connections only
+            done.set()
+
+    threading.Thread(target=call, name=f"llm-{team_name}", daemon=True).start()
+    poll = settings.OPENHIVE["CANCEL_POLL_SECONDS"]
+    while not done.wait(poll):
+        _check_stop(request, deadline)
+    if "error" in box:
+        raise box["error"]
+    return box["reply"]
 
 
 def _emit(request: SessionRequest, event: dict) -> None:

@@ -62,7 +62,26 @@ def _trigger_event() -> Model:
     )
 
 
+def _team_message() -> Model:
+    from teams.models import TeamMessage
+
+    return TeamMessage.objects.create(
+        sender=TeamFactory(), recipient=TeamFactory(), content="hello"
+    )
+
+
+def _org_op_lock() -> Model:
+    from tasks.models import OrgOpLock
+
+    now = timezone.now()
+    return OrgOpLock.objects.create(
+        team=TeamFactory(), holder="h", acquired_at=now, expires_at=now + timedelta(seconds=30)
+    )
+
+
 MAKERS: dict[str, Callable[[], Model]] = {
+    "teams.teammessage": _team_message,
+    "tasks.orgoplock": _org_op_lock,
     "teams.team": TeamFactory,
     "teams.scopekeyword": ScopeKeywordFactory,
     "tasks.task": TaskFactory,

@@ -26,7 +26,7 @@ def test_unknown_api_path_is_404_even_without_credentials():
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("post", "/api/v1/teams"), ("delete", "/api/v1/tasks"), ("get", "/api/v1/tasks/1/cancel")],
+    [("put", "/api/v1/teams"), ("delete", "/api/v1/tasks"), ("get", "/api/v1/tasks/1/cancel")],
 )
 def test_wrong_method_is_405_json(api_client, method, path):
     response = getattr(api_client, method)(path)

@@ -42,7 +42,7 @@ def test_tasks_list_item_has_every_field(api_client, queue):
     assert set(item) == {
         "id", "team", "type", "priority", "status", "text", "result", "source_channel",
         "topic_id", "correlation_id", "created_at", "started_at", "finished_at",
-        "duration_ms", "attempts",
+        "duration_ms", "attempts", "stop_reason",
     }  # fmt: skip
 
 

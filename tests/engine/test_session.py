@@ -218,7 +218,7 @@ def test_tool_failure_is_fed_back_to_the_model(main_team, scripted_provider):
 
 
 def test_only_allowed_tools_are_offered_and_callable(ops, scripted_provider, monkeypatch):
-    set_config("ops", allowed_tools=["list_*"])
+    set_config("ops", allowed_tools=["list_te*"])
     scripted_provider(
         [
             {"when": {"last": "user"}, "reply": {"tool_calls": [{"name": "spawn_team"}]}},

@@ -14,7 +14,14 @@ def test_main_agent_spawns_a_team_through_the_scripted_provider(main_team, scrip
                 "when": {"team": "main", "last": "user", "matches": "(?i)spawn .*ops"},
                 "reply": {
                     "tool_calls": [
-                        {"name": "spawn_team", "arguments": {"name": "ops", "description": "Ops"}}
+                        {
+                            "name": "spawn_team",
+                            "arguments": {
+                                "name": "ops",
+                                "description": "Ops",
+                                "scope_accepts": ["ops"],
+                            },
+                        }
                     ],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5},
                 },

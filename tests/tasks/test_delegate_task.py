@@ -32,10 +32,12 @@ def test_delegating_to_a_child_queues_a_task(tree):
     main, ops, _, _ = tree
     result = delegate(main, team="ops", task="Check disk usage")
     assert result == {
+        "status": "queued",
         "task_id": result["task_id"],
-        "enqueued": True,
         "team": "ops",
         "priority": "normal",
+        "overlap_policy_applied": "allow",
+        "in_flight": [],
         "success": True,
     }
     task = Task.objects.get(pk=result["task_id"])

@@ -90,7 +90,8 @@ def test_dispatch_order_is_strictly_priority_then_oldest_first(ops, clock):
     normal_new = enqueue_at(ops, T0 + 4 * s, "normal new", P.NORMAL)
     critical_old = enqueue_at(ops, T0 + 2 * s, "critical old", P.CRITICAL)
     expected = [critical_old, critical_new, high, normal_old, normal_new, low]
-    assert tasks_to_dispatch(now=T0 + 10 * s, limit=10) == [t.pk for t in expected]
+    # One team, default cap 5: the sixth waits for a free slot rather than being handed out.
+    assert tasks_to_dispatch(now=T0 + 10 * s, limit=10) == [t.pk for t in expected][:5]
 
 
 def test_equal_priority_and_time_fall_back_to_insertion_order(ops, clock):
@@ -324,11 +325,19 @@ def test_finishing_a_bootstrap_marks_the_team_ready_and_tells_the_chat(ops, cloc
     assert note.team_name == "ops" and note.kind == "notification" and note.delivered_at is None
 
 
-def test_a_failed_bootstrap_says_so_and_leaves_the_team_not_ready(ops, clock):
+def test_a_failed_bootstrap_is_retried_a_bounded_number_of_times_then_says_so(ops, clock, settings):
+    settings.OPENHIVE = {**settings.OPENHIVE, "BOOTSTRAP_MAX_RETRIES": 2}
     task = task_enqueue(
         team=ops, text="bootstrap", type=Task.Type.BOOTSTRAP, source_channel="web:alice"
     )
+    for attempt in (1, 2):
+        finish(task, status="failed", result="Error: no provider")
+        task.refresh_from_db()
+        assert (task.status, task.attempts, task.lease_owner) == ("pending", attempt, "")
+        assert not OutboxMessage.objects.exists()
     finish(task, status="failed", result="Error: no provider")
+    task.refresh_from_db()
+    assert (task.status, task.attempts) == ("failed", 3)
     assert Team.objects.get(pk=ops.pk).bootstrapped is False
     assert OutboxMessage.objects.get().content == "[ops] Team bootstrap failed: Error: no provider"
 

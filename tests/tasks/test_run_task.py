@@ -159,7 +159,7 @@ def test_cancelling_a_running_task_stops_its_session_and_keeps_cancelled(
         ]
     )
     task = task_enqueue(team=ops, text="x", source_channel="web:alice")
-    assert run_task(task.pk) == "failed"  # what the worker saw; the row keeps "cancelled"
+    assert run_task(task.pk) == "cancelled"  # the late result never overwrites it
     task = reload(task)
     assert task.status == "cancelled" and task.result == "stopped by the operator"
     session = Session.objects.get(task=task)

@@ -40,6 +40,7 @@ def ctx(main_team):
 
 
 def spawn(ctx, **arguments) -> dict:
+    arguments.setdefault("scope_accepts", ["operations"])
     return call_tool(ctx, "spawn_team", json.dumps(arguments))
 
 

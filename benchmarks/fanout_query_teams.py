@@ -1,0 +1,117 @@
+"""query_teams fan-out: 5 child teams whose one model turn takes 1 s (scripted `delay_ms`).
+
+    uv run python benchmarks/fanout_query_teams.py [--children 5] [--delay-ms 1000] [--runs 3]
+
+Runs on the configured database (DATABASE_URL=postgres://... for PostgreSQL; a throwaway
+database is created there and dropped after; SQLite otherwise, in a temp dir). Prints the wall
+time of `query_teams` (target <= 1.2 s for 5 x 1 s) beside the same five queries made one after
+the other with `query_team` in the same run (the serial baseline: about the sum).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--children", type=int, default=5)
+    parser.add_argument("--delay-ms", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="openhive-fanout-"))
+    data = tmp / "data"
+    (data / "config").mkdir(parents=True)
+    (data / "scripts").mkdir()
+    (data / "scripts" / "fanout.yaml").write_text(
+        "rules:\n"
+        f"  - when: {{team: main}}\n    reply: {{content: main}}\n"
+        f"  - when: {{}}\n    reply: {{content: answer, delay_ms: {args.delay_ms}}}\n"
+    )
+    (data / "config" / "providers.yaml").write_text(
+        "profiles:\n  default: {model: scripted/fanout.yaml}\n"
+    )
+    os.environ["OPENHIVE_DATA_DIR"] = str(data)
+    os.environ["OPENHIVE_LOG_LEVEL"] = "WARNING"
+    base = os.environ.get("DATABASE_URL", "")
+    admin = db_url = ""
+    if base.startswith(("postgres://", "postgresql://")):
+        import psycopg
+
+        parts = urlsplit(base)
+        name = f"openhive_fanout_{uuid.uuid4().hex[:8]}"
+        admin = urlunsplit(parts._replace(path="/postgres"))
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        db_url = urlunsplit(parts._replace(path=f"/{name}"))
+        os.environ["DATABASE_URL"] = db_url
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection, connections
+
+    try:
+        call_command("migrate", verbosity=0)
+        run(args, connection.vendor)
+    finally:
+        connections.close_all()
+        if db_url:
+            import psycopg
+
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{urlsplit(db_url).path[1:]}" WITH (FORCE)')
+
+
+def run(args: argparse.Namespace, vendor: str) -> None:
+    from openhive.engine.llm import get_litellm
+    from openhive.tools.audit import call_tool
+    from openhive.tools.context import ToolContext
+    from teams.services import team_ensure_main, team_spawn
+
+    get_litellm()
+    main = team_ensure_main()
+    names = [f"child-{i}" for i in range(args.children)]
+    for name in names:
+        team_spawn(parent=main, name=name, scope_accepts=["bench"])
+    ctx = ToolContext(team=main, actor="bench")
+    fan, serial = [], []
+    for _ in range(args.runs):
+        started = time.monotonic()
+        result = call_tool(
+            ctx,
+            "query_teams",
+            json.dumps({"targets": [{"team": n, "query": "status?"} for n in names]}),
+        )
+        fan.append(time.monotonic() - started)
+        assert all(r["ok"] for r in result["results"]), result
+        started = time.monotonic()
+        for n in names:
+            single = call_tool(ctx, "query_team", json.dumps({"team": n, "query": "status?"}))
+            assert single["success"], single
+        serial.append(time.monotonic() - started)
+    ideal = args.delay_ms / 1000
+    f, s = statistics.median(fan), statistics.median(serial)
+    print(f"database: {vendor}; {args.children} children x {ideal:.1f} s model turn; "
+          f"median of {args.runs} runs")  # fmt: skip
+    print(f"query_teams (parallel): {f:.3f} s   (ideal {ideal:.1f} s, target <= 1.2 s)")
+    print(f"query_team x{args.children} (serial baseline): {s:.3f} s")
+    print(f"speed-up: {s / f:.2f}x; fan-out overhead over one child: {f - ideal:.3f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Synchronous queries of child teams (query_team, query_teams). Each query is a session of the
+child that takes one of its daily-op slots, as a task created running (type `query`), so it
+counts against the cap, shows in get_status and can be cancelled like any task. A fan-out runs
+its children in parallel threads: wall-clock is the slowest child, not the sum."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from django.db import connections
+
+from openhive.engine.models import Session
+from openhive.engine.session import SessionRequest, run_session
+from openhive.errors import DomainError
+from teams.models import Team
+from vault.scrubbing import scrub
+
+from .admission import task_admit_running
+from .models import Task
+from .runner import still_held_check, worker_id
+from .services import task_cancel, task_finish
+
+logger = logging.getLogger(__name__)
+
+MAX_FAN_OUT = 5
+
+
+@dataclass
+class QueryOutcome:
+    team: str
+    ok: bool
+    result_or_error: str
+
+
+def query_child(
+    *,
+    child: Team,
+    query: str,
+    caller: str,
+    timeout_ms: int,
+    source_channel: str = "",
+    parent_cancelled: Callable[[], bool] | None = None,
+) -> QueryOutcome:
+    """Run one session of `child` on `query` and return its answer. Never raises."""
+    worker = f"{worker_id()}:query"
+    try:
+        task = task_admit_running(
+            team=child,
+            text=query,
+            worker=worker,
+            type=Task.Type.QUERY,
+            created_by=caller,
+            source_channel="",
+        )
+    except DomainError as exc:
+        return QueryOutcome(child.name, False, exc.message)
+    held = still_held_check(task.pk, worker)
+
+    def should_cancel() -> bool:
+        return (parent_cancelled is not None and parent_cancelled()) or held()
+
+    outcome = run_session(
+        SessionRequest(
+            team=child,
+            content=query,
+            kind=Session.Kind.TASK,
+            task=task,
+            source_channel=source_channel,
+            actor=caller,
+            should_cancel=should_cancel,
+            timeout_seconds=timeout_ms / 1000,
+        )
+    )
+    answer = (outcome.content or "").strip()
+    if outcome.ok and answer:
+        status, text = Task.Status.DONE, answer
+    elif outcome.ok:
+        status, text = Task.Status.FAILED, "team returned an empty response"
+    elif outcome.stop_reason == Session.StopReason.TIMEOUT:
+        status, text = Task.Status.FAILED, f"timeout after {timeout_ms} ms"
+    elif outcome.stop_reason == Session.StopReason.CANCELLED:
+        status, text = Task.Status.CANCELLED, "cancelled"
+    else:
+        status, text = Task.Status.FAILED, outcome.error or outcome.stop_reason
+    if status == Task.Status.CANCELLED:
+        # Record the stop on our own row unless someone else already ended it.
+        with contextlib.suppress(DomainError):
+            task_cancel(task_id=task.pk, reason="query cancelled")
+    else:
+        task_finish(
+            task_id=task.pk,
+            worker=worker,
+            status=status,
+            result=text,
+            stop_reason=outcome.stop_reason,
+        )
+    return QueryOutcome(child.name, status == Task.Status.DONE, scrub(text))
+
+
+def query_children(
+    *,
+    targets: list[tuple[Team, str, int]],
+    caller: str,
+    source_channel: str = "",
+    parent_cancelled: Callable[[], bool] | None = None,
+) -> list[QueryOutcome]:
+    """Fan out (child, query, timeout_ms) in parallel; results in the order of `targets`. One
+    child's failure does not fail the others."""
+
+    def one(target: tuple[Team, str, int]) -> QueryOutcome:
+        child, query, timeout_ms = target
+        try:
+            return query_child(
+                child=child,
+                query=query,
+                caller=caller,
+                timeout_ms=timeout_ms,
+                source_channel=source_channel,
+                parent_cancelled=parent_cancelled,
+            )
+        except Exception as exc:  # one child's crash is its own result, not the fan-out's
+            logger.exception("query of %s failed", child.name)
+            return QueryOutcome(child.name, False, f"query failed: {type(exc).__name__}")
+
+    def pooled(target: tuple[Team, str, int]) -> QueryOutcome:
+        try:
+            return one(target)
+        finally:
+            connections.close_all()  # this pool thread's own connections
+
+    if len(targets) == 1:
+        return [one(targets[0])]
+    with ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="query") as pool:
+        return list(pool.map(pooled, targets))
