@@ -27,7 +27,14 @@ SCRIPT = {
             "when": {"team": "main", "last": "user", "matches": "(?i)spawn .*ops"},
             "reply": {
                 "tool_calls": [
-                    {"name": "spawn_team", "arguments": {"name": "ops", "description": "Ops"}}
+                    {
+                        "name": "spawn_team",
+                        "arguments": {
+                            "name": "ops",
+                            "description": "Ops",
+                            "scope_accepts": ["ops"],
+                        },
+                    }
                 ]
             },
         },
