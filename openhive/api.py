@@ -19,6 +19,7 @@ from openhive.errors import Conflict, DomainError, NotAllowed, NotFound
 from tasks.api import router as tasks_router
 from teams.api import router as teams_router
 from teams.models import Team
+from trust.api import router as trust_router
 from vault.scrubbing import scrub
 
 logger = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ def health(request: HttpRequest) -> Status:
 
 api.add_router("/teams", teams_router)
 api.add_router("/tasks", tasks_router)
+api.add_router("/trust", trust_router)
 
 # Registered last, so it only sees paths no other route matched.
 fallback = Router()

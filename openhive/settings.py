@@ -163,6 +163,8 @@ OPENHIVE = {
     "DISPATCH_SLOTS": env.int("OPENHIVE_DISPATCH_SLOTS", default=0),
     "CHAT_HISTORY_MESSAGES": env.int("OPENHIVE_CHAT_HISTORY", default=40),
     "OUTBOX_POLL_SECONDS": env.float("OPENHIVE_OUTBOX_POLL", default=0.3),
+    # A chat topic with no message for this long goes idle (at most 5 stay active).
+    "TOPIC_IDLE_MINUTES": env.float("OPENHIVE_TOPIC_IDLE_MINUTES", default=60),
 }
 
 LOG_LEVEL = env("OPENHIVE_LOG_LEVEL", default="INFO")

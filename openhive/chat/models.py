@@ -24,17 +24,24 @@ class Topic(models.Model):
 
 
 class Message(models.Model):
-    """A chat message, inbound from a person or outbound from the main agent."""
+    """A chat message, inbound from a person or outbound from the main agent. An inbound message
+    carries the trust gate's decision; it has no topic while it waits for routing, and never
+    gets one when the gate refused it (so it can never reach a prompt)."""
 
     class Role(models.TextChoices):
         USER = "user"
         ASSISTANT = "assistant"
 
-    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="messages")
+    topic = models.ForeignKey(
+        Topic, null=True, blank=True, on_delete=models.CASCADE, related_name="messages"
+    )
     channel_id = models.CharField(max_length=200, db_index=True)
     sender_id = models.CharField(max_length=200, blank=True, default="")
+    sender_asserted = models.BooleanField(default=False)
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField()
+    trust_decision = models.CharField(max_length=10, blank=True, default="")
+    trust_reason = models.CharField(max_length=100, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
