@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.http import HttpRequest
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from openhive.errors import NotAllowed
 
@@ -84,9 +84,9 @@ def trust_list(request: HttpRequest, filters: Query[TrustFilters]) -> list[dict]
 
 
 @router.post("", response={201: SenderTrustOut}, summary="Grant or deny a sender")
-def trust_grant(request: HttpRequest, body: GrantIn) -> tuple[int, dict]:
+def trust_grant(request: HttpRequest, body: GrantIn) -> Status:
     row = sender_trust_set(**body.dict(), granted_by=_staff(request))
-    return 201, _out(row)
+    return Status(201, _out(row))
 
 
 @router.post("/revoke", response={200: dict}, summary="Remove a stored grant or denial")

@@ -90,9 +90,10 @@ def load_trust_policy() -> LoadedPolicy:
     """Parsed and cached until the file changes. A broken file raises PolicyError."""
     path = channels_file()
     try:
-        key = (path, path.stat().st_mtime_ns)
+        stat = path.stat()
+        key = (path, stat.st_mtime_ns, stat.st_size)
     except FileNotFoundError:
-        key = (path, None)
+        key = (path, None, None)
     if _cache["key"] == key:
         return _cache["value"]
     section = None
