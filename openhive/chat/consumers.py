@@ -83,8 +83,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             and await database_sync_to_async(may_assert_sender)("ws")
         ):
             return Sender(
-                    channel_id=f"ws:anon:{claimed}", sender_id=f"anon:{claimed}", asserted=True
-                )
+                channel_id=f"ws:anon:{claimed}", sender_id=f"anon:{claimed}", asserted=True
+            )
         return None
 
     async def disconnect(self, code: int) -> None:
@@ -197,14 +197,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         )
 
     async def topics_changed_everywhere(self) -> None:
-        """Every socket of this conversation (in any process) gets the new topic list."""
-        if self.channel_layer is None:
-            await self.send_topic_list()
-            return
-        await self.channel_layer.group_send(self.group, {"type": "topics.changed"})
+        """This socket gets the new topic list now (before the answer that caused it); every
+        other socket of the conversation, in any process, through the channel layer."""
+        await self.send_topic_list()
+        if self.channel_layer is not None:
+            await self.channel_layer.group_send(
+                self.group, {"type": "topics.changed", "origin": self.channel_name}
+            )
 
     async def topics_changed(self, event: dict) -> None:
-        await self.send_topic_list()
+        if event.get("origin") != self.channel_name:
+            await self.send_topic_list()
 
     async def outbox_wake(self, event: dict) -> None:
         await self.deliver_outbox()

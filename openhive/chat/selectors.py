@@ -27,13 +27,16 @@ def outbox_pending_channels(*, channel_ids: list[str]) -> set[str]:
 
 
 def topic_history(*, topic: Topic, limit: int, before_id: int | None = None) -> list[dict]:
-    """The last messages of a topic as LLM chat messages, oldest first: the history is always
-    rebuilt from what is stored, so a restart loses nothing."""
+    """The last messages of a topic as LLM chat messages, each answer after its question. The
+    history is always rebuilt from what is stored, so a restart loses nothing. With
+    `before_id`, messages that arrived after that one (still waiting for their turn) are left
+    out."""
     rows = Message.objects.filter(topic=topic)
     if before_id is not None:
-        rows = rows.filter(pk__lt=before_id)
+        rows = rows.exclude(role=Message.Role.USER, pk__gte=before_id)
     last = list(rows.order_by("-id")[:limit])
-    return [{"role": m.role, "content": m.content} for m in reversed(last)]
+    last.sort(key=lambda m: (m.in_reply_to_id or m.pk, m.role == Message.Role.ASSISTANT, m.pk))
+    return [{"role": m.role, "content": m.content} for m in last]
 
 
 def topic_messages(*, topic: Topic, limit: int = 200) -> list[Message]:

@@ -34,7 +34,9 @@ def topic_default(*, channel_id: str) -> Topic:
     return topic
 
 
-def message_record(*, topic: Topic, sender_id: str, role: str, content: str) -> Message:
+def message_record(
+    *, topic: Topic, sender_id: str, role: str, content: str, in_reply_to: Message | None = None
+) -> Message:
     # Activity only: whether the topic is active is routing's business (the cap of five).
     Topic.objects.filter(pk=topic.pk).update(last_activity_at=timezone.now())
     return Message.objects.create(
@@ -43,6 +45,7 @@ def message_record(*, topic: Topic, sender_id: str, role: str, content: str) -> 
         sender_id=sender_id,
         role=role,
         content=scrub(content),
+        in_reply_to=in_reply_to,
     )
 
 

@@ -130,7 +130,11 @@ def chat_turn(
                 topic_moved=new_topic is not None,
             )
         message_record(
-            topic=topic, sender_id="main", role=Message.Role.ASSISTANT, content=outcome.content
+            topic=topic,
+            sender_id="main",
+            role=Message.Role.ASSISTANT,
+            content=outcome.content,
+            in_reply_to=message,
         )
         return TurnResult(True, topic, content=outcome.content, topic_moved=new_topic is not None)
     finally:
