@@ -60,6 +60,7 @@ class AddTrustedSenderArgs(BaseModel):
     ),
     args=AddTrustedSenderArgs,
     ops="org",
+    teams=(MAIN_TEAM,),
 )
 def add_trusted_sender(ctx: ToolContext, args: AddTrustedSenderArgs) -> dict:
     _main_only(ctx)
@@ -87,6 +88,7 @@ class RevokeSenderTrustArgs(BaseModel):
     description="Remove a stored trust or denial; the policy decides about the sender again.",
     args=RevokeSenderTrustArgs,
     ops="org",
+    teams=(MAIN_TEAM,),
 )
 def revoke_sender_trust(ctx: ToolContext, args: RevokeSenderTrustArgs) -> dict:
     _main_only(ctx)
@@ -108,6 +110,7 @@ class ListTrustedSendersArgs(BaseModel):
     name="list_trusted_senders",
     description="List stored sender trust and denials. Main agent only.",
     args=ListTrustedSendersArgs,
+    teams=(MAIN_TEAM,),
 )
 def list_trusted_senders(ctx: ToolContext, args: ListTrustedSendersArgs) -> dict:
     _main_only(ctx)

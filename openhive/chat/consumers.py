@@ -121,7 +121,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             inbound = await database_sync_to_async(chat_receive)(
-                sender=self.sender, content=content["content"], topic_id=content.get("topic_id")
+                sender=self.sender,
+                content=content["content"],
+                topic_id=content.get("topic_id"),
+                new_topic=bool(content.get("new_topic")),
             )
         except LookupError as exc:
             await self.send_json({"type": "error", "code": "unknown_topic", "message": str(exc)})
@@ -283,4 +286,9 @@ def _validate(content: Any) -> str:
         not isinstance(topic_id, int) or isinstance(topic_id, bool) or not 0 < topic_id < 2**63
     ):
         return "'topic_id' must be a positive integer or null"
+    new_topic = content.get("new_topic")
+    if new_topic is not None and not isinstance(new_topic, bool):
+        return "'new_topic' must be true, false or absent"
+    if new_topic and topic_id is not None:
+        return "send either 'topic_id' or 'new_topic', not both"
     return ""

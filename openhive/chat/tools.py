@@ -33,6 +33,7 @@ class StartNewTopicArgs(BaseModel):
         "topic. Do not call it when the message continues the current topic."
     ),
     args=StartNewTopicArgs,
+    teams=(MAIN_TEAM,),
 )
 def start_new_topic(ctx: ToolContext, args: StartNewTopicArgs) -> dict:
     if ctx.team.name != MAIN_TEAM or not ctx.source_channel:

@@ -1,6 +1,6 @@
 """Topics: open, reactivate, idle out, and route an admitted message to one.
 
-Routing (a message that names no topic):
+Routing (a message that names no topic and does not ask for a new one):
 - no active topic      → open a new one (no model involved);
 - one active topic     → that topic; the main agent's turn may move the message to a new topic
                           with the `start_new_topic` tool (its decision, not a guess in code);
@@ -134,6 +134,7 @@ def chat_route(
     message: Message,
     topic_id: int | None,
     classify: Classifier,
+    new_topic: bool = False,
     now: datetime | None = None,
 ) -> Routed:
     """File an admitted message under a topic, then tell the triggers about it."""
@@ -146,7 +147,7 @@ def chat_route(
         mode = NAMED
     else:
         active = active_topics(channel_id=channel_id)
-        if not active:
+        if not active or new_topic:
             topic, mode = (
                 topic_open(channel_id=channel_id, name=topic_name_from(message.content), now=now),
                 NEW,

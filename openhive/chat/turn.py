@@ -39,6 +39,7 @@ class Inbound:
     decision: Decision
     message: Message | None
     topic_id: int | None = None  # the topic the client named, if any
+    new_topic: bool = False  # the client asked for a new topic
 
 
 @dataclass
@@ -51,7 +52,9 @@ class TurnResult:
     topic_moved: bool = False
 
 
-def chat_receive(*, sender: Sender, content: str, topic_id: int | None) -> Inbound:
+def chat_receive(
+    *, sender: Sender, content: str, topic_id: int | None, new_topic: bool = False
+) -> Inbound:
     """The trust gate first, before anything else looks at the message. A refused message is
     kept (stamped, with no topic) for the operator, and goes nowhere else: no trigger, no
     topic, no model."""
@@ -74,7 +77,7 @@ def chat_receive(*, sender: Sender, content: str, topic_id: int | None) -> Inbou
         if decision.allowed:
             raise Unavailable("the message could not be stored; try again shortly") from exc
         message = None
-    return Inbound(decision=decision, message=message, topic_id=topic_id)
+    return Inbound(decision=decision, message=message, topic_id=topic_id, new_topic=new_topic)
 
 
 def route_inbound(inbound: Inbound) -> Routed:
@@ -82,7 +85,10 @@ def route_inbound(inbound: Inbound) -> Routed:
     assert inbound.message is not None and inbound.decision.allowed
     try:
         return chat_route(
-            message=inbound.message, topic_id=inbound.topic_id, classify=classify_topic
+            message=inbound.message,
+            topic_id=inbound.topic_id,
+            new_topic=inbound.new_topic,
+            classify=classify_topic,
         )
     finally:
         connection.close()

@@ -80,3 +80,11 @@ def test_revoking_an_unknown_sender_says_so(main_team):
         as_main(main_team), "revoke_sender_trust", {"channel_type": "ws", "sender_id": "nobody"}
     )
     assert result["success"] is False and "no stored trust" in result["error"]
+
+
+def test_trust_tools_are_never_offered_to_child_teams_even_with_a_star_allowlist():
+    from openhive.tools.registry import tools_for
+
+    trust_tools = {"add_trusted_sender", "revoke_sender_trust", "list_trusted_senders"}
+    assert not trust_tools & {s.name for s in tools_for(["*"], team="ops")}
+    assert trust_tools <= {s.name for s in tools_for(["*"], team="main")}
