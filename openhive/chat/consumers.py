@@ -181,12 +181,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             message = {"type": "event", "topic_id": topic_id, **event}
             asyncio.run_coroutine_threadsafe(self.send_json(message), loop)
 
-        return await sync_to_async(chat_turn, thread_sensitive=False)(
-            routed=routed,
-            message=inbound.message,
-            sender_id=self.sender.sender_id,
-            on_event=on_event,
-        )
+        try:
+            return await sync_to_async(chat_turn, thread_sensitive=False)(
+                routed=routed,
+                message=inbound.message,
+                sender_id=self.sender.sender_id,
+                on_event=on_event,
+            )
+        except Exception:  # the person must hear about it; the message stays stored
+            logger.exception("chat turn failed in topic %s", topic_id)
+            return TurnResult(
+                False,
+                routed.topic,
+                error_code="turn_failed",
+                error="the turn failed unexpectedly; the operator can see the log",
+            )
 
     async def send_topic_list(self) -> None:
         topics = await database_sync_to_async(selectors.topics_for_channel)(

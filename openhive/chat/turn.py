@@ -4,11 +4,12 @@ the main agent's turn in that topic with the routing tools."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, OperationalError, connection
 
 from openhive.engine.models import Session, ToolCall
 from openhive.engine.providers import not_configured_message, providers_configured
@@ -27,6 +28,7 @@ from .topics import SINGLE, Routed, chat_route, message_move, topic_in_channel
 logger = logging.getLogger(__name__)
 
 ROUTING_TOOLS = ["spawn_team", "delegate_task", "list_teams"]
+ROUTE_ATTEMPTS = 6
 TRUST_TOOLS = ["add_trusted_sender", "revoke_sender_trust", "list_trusted_senders"]
 
 
@@ -81,15 +83,23 @@ def chat_receive(
 
 
 def route_inbound(inbound: Inbound) -> Routed:
-    """Runs in a worker thread (the classifier may call a model)."""
+    """Runs in a worker thread (the classifier may call a model). SQLite allows one writer: a
+    write lock held by a turn of another topic is waited out, not turned into a lost message."""
     assert inbound.message is not None and inbound.decision.allowed
     try:
-        return chat_route(
-            message=inbound.message,
-            topic_id=inbound.topic_id,
-            new_topic=inbound.new_topic,
-            classify=classify_topic,
-        )
+        for attempt in range(ROUTE_ATTEMPTS):
+            try:
+                return chat_route(
+                    message=inbound.message,
+                    topic_id=inbound.topic_id,
+                    new_topic=inbound.new_topic,
+                    classify=classify_topic,
+                )
+            except OperationalError as exc:
+                if "locked" not in str(exc) or attempt == ROUTE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")
     finally:
         connection.close()
 
