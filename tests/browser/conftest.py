@@ -30,7 +30,9 @@ USERNAME, PASSWORD = "e2e", "e2e-password-123"  # made by the serve fixture's `i
 def browser() -> Iterator:
     if not CHROMIUM.exists() and not shutil.which("chromium"):
         pytest.fail("Chromium is missing: apt-get install -y chromium (.ci/run does this)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=60_000)  # a cold worker may still be importing litellm
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

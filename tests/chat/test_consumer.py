@@ -77,6 +77,9 @@ async def test_message_without_provider_gets_a_clear_error_saying_how_to_configu
         ({"type": "shout", "content": "hi"}, "unknown message type"),
         ({"type": "message", "content": "hi", "topic_id": "one"}, "topic_id"),
         ({"type": "message", "content": "x" * 20_001}, "longer than"),
+        ({"type": "message", "content": "hi", "topic_id": 2**70}, "topic_id"),
+        ({"type": "message", "content": "hi", "new_topic": "yes"}, "new_topic"),
+        ({"type": "message", "content": "hi", "topic_id": 1, "new_topic": True}, "not both"),
     ],
 )
 async def test_bad_messages_get_a_bad_request_error_and_store_nothing(token, payload, fragment):
