@@ -63,3 +63,12 @@ async def drain(communicator: WebsocketCommunicator, seconds: float = 0.3) -> li
 async def close_db_connections():
     yield
     await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def litellm_imported() -> None:
+    """Import litellm once, before any socket test waits for an answer: the import takes
+    seconds (more on a busy machine) and would otherwise count against one test's timeout."""
+    from openhive.engine.llm import get_litellm
+
+    get_litellm()
