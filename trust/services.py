@@ -126,14 +126,15 @@ def trust_audit_record(*, sender: Sender, decision: Decision) -> TrustAuditLog |
     """Append the decision to the log. A failed write is logged, never raised: the decision
     stands either way (and a deny-policy channel has already failed closed)."""
     try:
-        return TrustAuditLog.objects.create(
-            channel_type=sender.channel_type,
-            channel_id=sender.channel_id[:200],
-            sender_id=sender.sender_id[:200],
-            sender_asserted=sender.asserted,
-            decision=decision.label,
-            reason=decision.reason,
-        )
+        with transaction.atomic():  # a savepoint: a failed insert must not poison the caller's
+            return TrustAuditLog.objects.create(
+                channel_type=sender.channel_type,
+                channel_id=sender.channel_id[:200],
+                sender_id=sender.sender_id[:200],
+                sender_asserted=sender.asserted,
+                decision=decision.label,
+                reason=decision.reason,
+            )
     except DatabaseError:
         logger.exception("trust gate: could not write the audit row")
         return None

@@ -11,12 +11,14 @@ import asyncio
 import json
 import logging
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
+from channels.db import DatabaseSyncToAsync, database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from trust.gate import NOT_AUTHORIZED_MESSAGE, Sender, may_assert_sender
 from trust.services import api_token_authenticate
@@ -43,6 +45,14 @@ NOT_AUTHORIZED_BY_POLICY = {
     "message": NOT_AUTHORIZED_MESSAGE,
 }
 ASSERTED_ID = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
+# Own threads per kind of work, so an ack (trust gate + stored message) never waits behind a
+# running turn, and turns never take every thread of the default pool (routing uses that one).
+_ADMIT_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chat-admit")
+_TURN_POOL = ThreadPoolExecutor(
+    max_workers=settings.OPENHIVE.get("CHAT_TURN_THREADS", 16), thread_name_prefix="chat-turn"
+)
+admit = DatabaseSyncToAsync(chat_receive, thread_sensitive=False, executor=_ADMIT_POOL)
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -120,7 +130,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._bad_request(problem)
             return
         try:
-            inbound = await database_sync_to_async(chat_receive)(
+            inbound = await admit(
                 sender=self.sender,
                 content=content["content"],
                 topic_id=content.get("topic_id"),
@@ -171,7 +181,6 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if result.topic_moved:
             await self.topics_changed_everywhere()
         await self.send_json(_turn_payload(result))
-        await self.deliver_outbox()
 
     async def _turn(self, routed: Routed, inbound: Inbound) -> TurnResult:
         loop = asyncio.get_running_loop()
@@ -182,7 +191,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             asyncio.run_coroutine_threadsafe(self.send_json(message), loop)
 
         try:
-            return await sync_to_async(chat_turn, thread_sensitive=False)(
+            return await sync_to_async(chat_turn, thread_sensitive=False, executor=_TURN_POOL)(
                 routed=routed,
                 message=inbound.message,
                 sender_id=self.sender.sender_id,

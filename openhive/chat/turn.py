@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import DatabaseError, OperationalError, connection
+from django.db import DatabaseError, OperationalError, connection, transaction
 
 from openhive.engine.models import Session, ToolCall
 from openhive.engine.providers import not_configured_message, providers_configured
@@ -59,26 +59,30 @@ def chat_receive(
 ) -> Inbound:
     """The trust gate first, before anything else looks at the message. A refused message is
     kept (stamped, with no topic) for the operator, and goes nowhere else: no trigger, no
-    topic, no model."""
+    topic, no model. If the database fails, nothing is admitted."""
+    try:
+        # One transaction: one write (one SQLite lock) for the audit row and the message.
+        with transaction.atomic():
+            return _admit(sender, content, topic_id, new_topic)
+    except DatabaseError as exc:
+        logger.exception("could not store an inbound chat message")
+        raise Unavailable("the message could not be stored; try again shortly") from exc
+
+
+def _admit(sender: Sender, content: str, topic_id: int | None, new_topic: bool) -> Inbound:
     decision = trust_gate_check(sender)
     if decision.allowed and topic_id is not None:
         topic_in_channel(channel_id=sender.channel_id, topic_id=topic_id)  # LookupError
-    try:
-        message = Message.objects.create(
-            topic=None,
-            channel_id=sender.channel_id,
-            sender_id=sender.sender_id,
-            sender_asserted=sender.asserted,
-            role=Message.Role.USER,
-            content=scrub(content),
-            trust_decision=decision.label,
-            trust_reason=decision.reason,
-        )
-    except DatabaseError as exc:
-        logger.exception("could not store an inbound chat message")
-        if decision.allowed:
-            raise Unavailable("the message could not be stored; try again shortly") from exc
-        message = None
+    message = Message.objects.create(
+        topic=None,
+        channel_id=sender.channel_id,
+        sender_id=sender.sender_id,
+        sender_asserted=sender.asserted,
+        role=Message.Role.USER,
+        content=scrub(content),
+        trust_decision=decision.label,
+        trust_reason=decision.reason,
+    )
     return Inbound(decision=decision, message=message, topic_id=topic_id, new_topic=new_topic)
 
 
