@@ -165,6 +165,8 @@ OPENHIVE = {
     "OUTBOX_POLL_SECONDS": env.float("OPENHIVE_OUTBOX_POLL", default=0.3),
     # A chat topic with no message for this long goes idle (at most 5 stay active).
     "TOPIC_IDLE_MINUTES": env.float("OPENHIVE_TOPIC_IDLE_MINUTES", default=60),
+    # Chat turns running at once per web process (each waits on its model most of the time).
+    "CHAT_TURN_THREADS": env.int("OPENHIVE_CHAT_TURN_THREADS", default=16),
 }
 
 LOG_LEVEL = env("OPENHIVE_LOG_LEVEL", default="INFO")

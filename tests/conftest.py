@@ -54,4 +54,5 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, t
     database = settings.DATABASES["default"]
     if database["ENGINE"].endswith("sqlite3"):
         test = database.setdefault("TEST", {})
-        test.setdefault("NAME", str(tmp_path_factory.mktemp("sqlite") / "test.sqlite3"))
+        if not test.get("NAME"):
+            test["NAME"] = str(tmp_path_factory.mktemp("sqlite") / "test.sqlite3")

@@ -11,19 +11,16 @@ import asyncio
 import json
 import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
-from channels.db import DatabaseSyncToAsync, database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.conf import settings
 
 from trust.gate import NOT_AUTHORIZED_MESSAGE, Sender, may_assert_sender
 from trust.services import api_token_authenticate
 
 from . import selectors, services
+from .dbpool import db, on_turn_thread
 from .models import Topic
 from .outbox_hub import outbox_hub
 from .topics import Routed
@@ -45,14 +42,6 @@ NOT_AUTHORIZED_BY_POLICY = {
     "message": NOT_AUTHORIZED_MESSAGE,
 }
 ASSERTED_ID = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
-
-# Own threads per kind of work, so an ack (trust gate + stored message) never waits behind a
-# running turn, and turns never take every thread of the default pool (routing uses that one).
-_ADMIT_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chat-admit")
-_TURN_POOL = ThreadPoolExecutor(
-    max_workers=settings.OPENHIVE.get("CHAT_TURN_THREADS", 16), thread_name_prefix="chat-turn"
-)
-admit = DatabaseSyncToAsync(chat_receive, thread_sensitive=False, executor=_ADMIT_POOL)
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -83,15 +72,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode(errors="replace"))
         if user is None or not user.is_authenticated:
             token = (query.get("token") or [""])[0]
-            user = await database_sync_to_async(api_token_authenticate)(token) if token else None
+            user = await db(api_token_authenticate)(token) if token else None
         if user is not None:
             return Sender(channel_id=f"ws:user:{user.pk}", sender_id=user.get_username())
         claimed = (query.get("sender") or [""])[0] or _header(self.scope, b"x-sender-id")
-        if (
-            claimed
-            and ASSERTED_ID.fullmatch(claimed)
-            and await database_sync_to_async(may_assert_sender)("ws")
-        ):
+        if claimed and ASSERTED_ID.fullmatch(claimed) and await db(may_assert_sender)("ws"):
             return Sender(
                 channel_id=f"ws:anon:{claimed}", sender_id=f"anon:{claimed}", asserted=True
             )
@@ -130,7 +115,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._bad_request(problem)
             return
         try:
-            inbound = await admit(
+            inbound = await db(chat_receive)(
                 sender=self.sender,
                 content=content["content"],
                 topic_id=content.get("topic_id"),
@@ -155,7 +140,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # Routing in arrival order: a message is filed only after the one before it.
         await self.routing_lock.acquire()
         try:
-            routed: Routed = await sync_to_async(route_inbound, thread_sensitive=False)(inbound)
+            routed: Routed = await on_turn_thread(route_inbound)(inbound)
         except LookupError as exc:  # the named topic was closed meanwhile
             self.routing_lock.release()
             await self.send_json({"type": "error", "code": "unknown_topic", "message": str(exc)})
@@ -191,7 +176,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             asyncio.run_coroutine_threadsafe(self.send_json(message), loop)
 
         try:
-            return await sync_to_async(chat_turn, thread_sensitive=False, executor=_TURN_POOL)(
+            return await on_turn_thread(chat_turn)(
                 routed=routed,
                 message=inbound.message,
                 sender_id=self.sender.sender_id,
@@ -207,9 +192,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             )
 
     async def send_topic_list(self) -> None:
-        topics = await database_sync_to_async(selectors.topics_for_channel)(
-            channel_id=self.channel_id
-        )
+        topics = await db(selectors.topics_for_channel)(channel_id=self.channel_id)
         await self.send_json(
             {
                 "type": "topic_list",
@@ -235,20 +218,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def deliver_outbox(self) -> None:
         async with self.delivery_lock:
-            items = await database_sync_to_async(selectors.outbox_undelivered)(
-                channel_id=self.channel_id
-            )
+            items = await db(selectors.outbox_undelivered)(channel_id=self.channel_id)
             for item in items:
                 # Claim before sending so two sockets of one user never both deliver it.
-                claimed = await database_sync_to_async(services.outbox_mark_delivered)(
-                    ids=[item.pk]
-                )
+                claimed = await db(services.outbox_mark_delivered)(ids=[item.pk])
                 if not claimed:
                     continue
                 try:
                     await self.send_json(_outbox_payload(item))
                 except Exception:
-                    await database_sync_to_async(services.outbox_unmark_delivered)(ids=[item.pk])
+                    await db(services.outbox_unmark_delivered)(ids=[item.pk])
                     raise
 
 

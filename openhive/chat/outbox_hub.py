@@ -12,9 +12,9 @@ import logging
 import weakref
 from typing import Protocol
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 
+from .dbpool import db
 from .selectors import outbox_pending_channels
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class OutboxHub:
         channels = list(self.sockets)
         if not channels:
             return 0
-        pending = await database_sync_to_async(outbox_pending_channels)(channel_ids=channels)
+        pending = await db(outbox_pending_channels)(channel_ids=channels)
         woken = [s for ch in pending for s in list(self.sockets.get(ch, ()))]
         await asyncio.gather(*(s.deliver_outbox() for s in woken), return_exceptions=True)
         return len(woken)

@@ -10,6 +10,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connections
 
 from openhive.asgi import application
+from openhive.chat import dbpool
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 
@@ -63,6 +64,7 @@ async def drain(communicator: WebsocketCommunicator, seconds: float = 0.3) -> li
 async def close_db_connections():
     yield
     await sync_to_async(connections.close_all)()
+    await sync_to_async(dbpool.close_db_connections)()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -8,6 +8,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connections
 
 from openhive.asgi import application
+from openhive.chat.dbpool import close_db_connections
 from openhive.chat.models import Message, OutboxMessage, Topic
 from trust.services import api_token_create
 
@@ -20,6 +21,7 @@ async def close_connections_after():
     yield
     # Async ORM calls leave connections open in asgiref's thread (breaks PG teardown).
     await sync_to_async(connections.close_all)()
+    await sync_to_async(close_db_connections)()
 
 
 @pytest.fixture
