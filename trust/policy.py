@@ -139,3 +139,14 @@ def describe_policy() -> dict[str, Any]:
 
 def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [""])[0]
+
+
+def check_policy_at_startup() -> None:
+    """Say at start-up what the gate will do: warn when there is no `trust:` section (everyone
+    identified is allowed) and log an error when the file is broken (everyone is refused)."""
+    try:
+        load_trust_policy()
+    except PolicyError as exc:
+        logger.error("Trust policy unusable, every chat sender will be refused: %s", exc)
+    except Exception:  # start-up must go on; the gate itself fails closed
+        logger.exception("Trust policy could not be checked")
