@@ -14,6 +14,7 @@ from django.urls import URLPattern, URLResolver
 from ninja import NinjaAPI, Router, Schema, Status
 
 from openhive.api_auth import api_auth, docs_guard
+from openhive.chat.api import router as topics_router
 from openhive.engine.providers import providers_configured
 from openhive.errors import Conflict, DomainError, NotAllowed, NotFound
 from tasks.api import router as tasks_router
@@ -121,6 +122,7 @@ def health(request: HttpRequest) -> Status:
 api.add_router("/teams", teams_router)
 api.add_router("/tasks", tasks_router)
 api.add_router("/trust", trust_router)
+api.add_router("/topics", topics_router)
 
 # Registered last, so it only sees paths no other route matched.
 fallback = Router()

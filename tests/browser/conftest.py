@@ -26,8 +26,10 @@ ARTIFACTS = ROOT / "test-artifacts"
 USERNAME, PASSWORD = "e2e", "e2e-password-123"  # made by the serve fixture's `init`
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator:
+    """Module-scoped: Playwright's sync API keeps an event loop in the main thread while it
+    runs, and later tests that call asyncio.run() must not find one."""
     if not CHROMIUM.exists() and not shutil.which("chromium"):
         pytest.fail("Chromium is missing: apt-get install -y chromium (.ci/run does this)")
     from playwright.sync_api import expect, sync_playwright

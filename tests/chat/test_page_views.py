@@ -61,3 +61,24 @@ def test_history_of_someone_elses_topic_is_not_found(client, alice):
 def test_history_needs_a_login(client):
     response = client.get("/chat/topics/1/messages/")
     assert response.status_code == 401 and "detail" in response.json()
+
+
+def test_topics_api_lists_topics_and_messages_for_token_users(client, django_user_model):
+    from trust.services import api_token_create
+
+    django_user_model.objects.create_user(username="ops", password="pw-123456")
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {api_token_create(username='ops')[1]}"}
+    topic = Topic.objects.create(channel_id="ws:user:5", name="Billing")
+    Message.objects.create(
+        topic=topic,
+        channel_id=topic.channel_id,
+        role="user",
+        content="hi",
+        trust_decision="allowed",
+    )
+    listed = client.get("/api/v1/topics?channel_id=ws:user:5", **headers).json()
+    assert [t["name"] for t in listed] == ["Billing"]
+    messages = client.get(f"/api/v1/topics/{topic.pk}/messages", **headers).json()
+    assert [(m["content"], m["trust_decision"]) for m in messages] == [("hi", "allowed")]
+    assert client.get("/api/v1/topics/999999/messages", **headers).status_code == 404
+    assert client.get("/api/v1/topics").status_code == 401
