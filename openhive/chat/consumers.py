@@ -161,11 +161,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if routed.topics_changed:
                 await self.topics_changed_everywhere()
             result = await self._turn(routed, inbound)
+            if result.topic_moved:
+                await self.topics_changed_everywhere()
+            # Still holding the topic's lock: the next turn's events come after this answer.
+            await self.send_json(_turn_payload(result))
+        except Exception:  # the socket went away meanwhile; the answer is stored anyway
+            logger.debug("could not send a turn's answer", exc_info=True)
         finally:
             topic_lock.release()
-        if result.topic_moved:
-            await self.topics_changed_everywhere()
-        await self.send_json(_turn_payload(result))
 
     async def _turn(self, routed: Routed, inbound: Inbound) -> TurnResult:
         loop = asyncio.get_running_loop()
