@@ -16,6 +16,7 @@ from ninja import NinjaAPI, Router, Schema, Status
 from memory.api import router as memories_router
 from memory.embeddings import search_mode as memory_search_mode
 from openhive.api_auth import api_auth, docs_guard
+from openhive.chat.api import router as topics_router
 from openhive.engine.api import audit_router, overview_router
 from openhive.engine.api import router as sessions_router
 from openhive.engine.providers import providers_configured
@@ -24,6 +25,7 @@ from tasks.api import router as tasks_router
 from teams.api import router as teams_router
 from teams.models import Team
 from triggers.api import router as triggers_router
+from trust.api import router as trust_router
 from vault.api import router as vault_router
 from vault.scrubbing import scrub
 
@@ -133,6 +135,8 @@ api.add_router("/overview", overview_router)
 api.add_router("/triggers", triggers_router)
 api.add_router("/memories", memories_router)
 api.add_router("/vault", vault_router)
+api.add_router("/trust", trust_router)
+api.add_router("/topics", topics_router)
 
 # Registered last, so it only sees paths no other route matched.
 fallback = Router()

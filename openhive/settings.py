@@ -103,9 +103,6 @@ else:
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 30,
             },
-            # A file, not shared-cache memory: tests with real threads and worker processes
-            # need SQLite's normal locking (busy timeout), as in production.
-            "TEST": {"NAME": str(DATA_DIR / "test-openhive.sqlite3")},
         }
     }
 
@@ -178,6 +175,10 @@ OPENHIVE = {
     "HANDOFF_RATE_PER_MINUTE": env.int("OPENHIVE_HANDOFF_RATE_PER_MINUTE", default=10),
     "HANDOFF_DEDUP_SECONDS": env.float("OPENHIVE_HANDOFF_DEDUP_SECONDS", default=60),
     "QUERY_TIMEOUT_MS": env.int("OPENHIVE_QUERY_TIMEOUT_MS", default=120_000),
+    # A chat topic with no message for this long goes idle (at most 5 stay active).
+    "TOPIC_IDLE_MINUTES": env.float("OPENHIVE_TOPIC_IDLE_MINUTES", default=60),
+    # Chat turns running at once per web process (each waits on its model most of the time).
+    "CHAT_TURN_THREADS": env.int("OPENHIVE_CHAT_TURN_THREADS", default=16),
 }
 
 LOG_LEVEL = env("OPENHIVE_LOG_LEVEL", default="INFO")

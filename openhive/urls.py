@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from openhive.api import api
 
@@ -9,4 +9,5 @@ admin.site.site_title = "OpenHive"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
+    path("chat/", include("openhive.chat.urls")),
 ]

@@ -42,3 +42,17 @@ def scripted_provider(openhive_dirs: Path) -> Callable[[list[dict]], Path]:
         return script
 
     return configure
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
+    """On SQLite, test in a database file, as production does: in WAL mode with a busy timeout
+    a second writer (a chat turn of another topic, a worker) waits its turn. The default
+    in-memory test database uses a shared cache that fails at once with "table is locked"."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("sqlite3"):
+        test = database.setdefault("TEST", {})
+        if not test.get("NAME"):
+            test["NAME"] = str(tmp_path_factory.mktemp("sqlite") / "test.sqlite3")

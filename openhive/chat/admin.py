@@ -26,8 +26,16 @@ class TopicAdmin(admin.ModelAdmin):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "topic", "role", "sender_id", "short_content")
-    list_filter = ("role",)
+    list_display = (
+        "created_at",
+        "topic",
+        "role",
+        "sender_id",
+        "trust_decision",
+        "trust_reason",
+        "short_content",
+    )
+    list_filter = ("role", "trust_decision", "sender_asserted")
     list_select_related = ("topic",)
     search_fields = ("content", "sender_id", "channel_id")
 

@@ -1,24 +1,30 @@
 """The chat socket at /ws/chat/: `message` in; `ack`, `topic_list`, `event`, `response`,
-`notification` and `error` out (DESIGN.md, Interfaces)."""
+`notification` and `error` out (DESIGN.md, Interfaces).
+
+Per message: trust gate and store (then `ack`), route to a topic, the main agent's turn in that
+topic. Routing runs in arrival order; turns of one topic run in order, turns of different
+topics side by side."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import re
 from typing import Any
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.conf import settings
 
+from trust.gate import NOT_AUTHORIZED_MESSAGE, Sender, may_assert_sender
 from trust.services import api_token_authenticate
 
 from . import selectors, services
+from .dbpool import db, on_turn_thread
 from .models import Topic
-from .turn import Inbound, chat_receive, chat_turn
+from .outbox_hub import outbox_hub
+from .topics import Routed
+from .turn import Inbound, TurnResult, Unavailable, chat_receive, chat_turn, route_inbound
 
 logger = logging.getLogger(__name__)
 
@@ -29,41 +35,57 @@ NOT_AUTHORIZED = {
     "code": "not_authorized",
     "message": "Not authorized. Log in, or connect with ?token=<API token>.",
 }
+# The one reply to a sender the policy refuses: static, the same for everyone, never a model's.
+NOT_AUTHORIZED_BY_POLICY = {
+    "type": "error",
+    "code": "not_authorized",
+    "message": NOT_AUTHORIZED_MESSAGE,
+}
+ASSERTED_ID = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
-        user = await self._identify()
+        sender = await self._identify()
         await self.accept()
-        if user is None:
+        if sender is None:
             await self.send_json(NOT_AUTHORIZED)
             await self.close(code=4401)
             return
-        self.sender_id = user.username
-        self.channel_id = f"ws:user:{user.pk}"
+        self.sender = sender
+        self.channel_id = sender.channel_id
         self.group = services.channel_group(self.channel_id)
+        self.routing_lock = asyncio.Lock()
         self.topic_locks: dict[int, asyncio.Lock] = {}
         self.turns: set[asyncio.Task] = set()
         self.delivery_lock = asyncio.Lock()
         if self.channel_layer is not None:
             await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_topic_list()
-        self.poller = asyncio.create_task(self._poll_outbox())
+        outbox_hub().register(self)
+        await self.deliver_outbox()  # what arrived while nobody was connected
 
-    async def _identify(self) -> Any:
+    async def _identify(self) -> Sender | None:
+        """A verified sender (session or API token), or an id the client asserts where the
+        policy allows it (namespaced `anon:`, so it can never pass for a real user)."""
         user = self.scope.get("user")
-        if user is not None and user.is_authenticated:
-            return user
-        query = parse_qs(self.scope.get("query_string", b"").decode())
-        token = (query.get("token") or [""])[0]
-        if token:
-            return await database_sync_to_async(api_token_authenticate)(token)
+        query = parse_qs(self.scope.get("query_string", b"").decode(errors="replace"))
+        if user is None or not user.is_authenticated:
+            token = (query.get("token") or [""])[0]
+            user = await db(api_token_authenticate)(token) if token else None
+        if user is not None:
+            return Sender(channel_id=f"ws:user:{user.pk}", sender_id=user.get_username())
+        claimed = (query.get("sender") or [""])[0] or _header(self.scope, b"x-sender-id")
+        if claimed and ASSERTED_ID.fullmatch(claimed) and await db(may_assert_sender)("ws"):
+            return Sender(
+                channel_id=f"ws:anon:{claimed}", sender_id=f"anon:{claimed}", asserted=True
+            )
         return None
 
     async def disconnect(self, code: int) -> None:
         if not hasattr(self, "channel_id"):
             return
-        self.poller.cancel()
+        outbox_hub().unregister(self)
         if self.channel_layer is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -93,59 +115,87 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._bad_request(problem)
             return
         try:
-            inbound = await database_sync_to_async(chat_receive)(
-                channel_id=self.channel_id,
-                sender_id=self.sender_id,
+            inbound = await db(chat_receive)(
+                sender=self.sender,
                 content=content["content"],
                 topic_id=content.get("topic_id"),
+                new_topic=bool(content.get("new_topic")),
             )
         except LookupError as exc:
             await self.send_json({"type": "error", "code": "unknown_topic", "message": str(exc)})
             return
-        await self.send_json(
-            {"type": "ack", "message_id": inbound.message.pk, "topic_id": inbound.topic.pk}
-        )
-        turn = asyncio.create_task(self._run_turn(inbound))
+        except Unavailable as exc:
+            await self.send_json({"type": "error", "code": "unavailable", "message": str(exc)})
+            return
+        if not inbound.decision.allowed:
+            if not inbound.decision.silent:
+                await self.send_json(NOT_AUTHORIZED_BY_POLICY)
+            return
+        await self.send_json({"type": "ack", "message_id": inbound.message.pk})
+        turn = asyncio.create_task(self._route_and_run(inbound))
         self.turns.add(turn)
         turn.add_done_callback(self.turns.discard)
 
-    async def _run_turn(self, inbound: Inbound) -> None:
-        topic = inbound.topic
-        # Turns of one topic run in order; different topics run side by side.
-        async with self.topic_locks.setdefault(topic.pk, asyncio.Lock()):
-            loop = asyncio.get_running_loop()
-
-            def on_event(event: dict) -> None:
-                message = {"type": "event", "topic_id": topic.pk, **event}
-                asyncio.run_coroutine_threadsafe(self.send_json(message), loop)
-
-            result = await sync_to_async(chat_turn, thread_sensitive=False)(
-                inbound=inbound, sender_id=self.sender_id, on_event=on_event
-            )
-        if result.ok:
+    async def _route_and_run(self, inbound: Inbound) -> None:
+        # Routing in arrival order: a message is filed only after the one before it.
+        await self.routing_lock.acquire()
+        try:
+            routed: Routed = await on_turn_thread(route_inbound)(inbound)
+        except LookupError as exc:  # the named topic was closed meanwhile
+            self.routing_lock.release()
+            await self.send_json({"type": "error", "code": "unknown_topic", "message": str(exc)})
+            return
+        except Exception:
+            self.routing_lock.release()
+            logger.exception("routing a chat message failed")
             await self.send_json(
-                {
-                    "type": "response",
-                    "topic_id": topic.pk,
-                    "topic_name": topic.name,
-                    "content": result.content,
-                }
+                {"type": "error", "code": "routing_failed", "message": "could not file it"}
             )
-        else:
-            await self.send_json(
-                {
-                    "type": "error",
-                    "code": result.error_code,
-                    "message": result.error,
-                    "topic_id": topic.pk,
-                }
+            return
+        topic_lock = self.topic_locks.setdefault(routed.topic.pk, asyncio.Lock())
+        # Queue on the topic's lock before the next message may be routed (no await between
+        # the two calls), so turns of one topic start in arrival order.
+        self.routing_lock.release()
+        await topic_lock.acquire()
+        try:
+            if routed.topics_changed:
+                await self.topics_changed_everywhere()
+            result = await self._turn(routed, inbound)
+            if result.topic_moved:
+                await self.topics_changed_everywhere()
+            # Still holding the topic's lock: the next turn's events come after this answer.
+            await self.send_json(_turn_payload(result))
+        except Exception:  # the socket went away meanwhile; the answer is stored anyway
+            logger.debug("could not send a turn's answer", exc_info=True)
+        finally:
+            topic_lock.release()
+
+    async def _turn(self, routed: Routed, inbound: Inbound) -> TurnResult:
+        loop = asyncio.get_running_loop()
+        topic_id = routed.topic.pk
+
+        def on_event(event: dict) -> None:
+            message = {"type": "event", "topic_id": topic_id, **event}
+            asyncio.run_coroutine_threadsafe(self.send_json(message), loop)
+
+        try:
+            return await on_turn_thread(chat_turn)(
+                routed=routed,
+                message=inbound.message,
+                sender_id=self.sender.sender_id,
+                on_event=on_event,
             )
-        await self.deliver_outbox()
+        except Exception:  # the person must hear about it; the message stays stored
+            logger.exception("chat turn failed in topic %s", topic_id)
+            return TurnResult(
+                False,
+                routed.topic,
+                error_code="turn_failed",
+                error="the turn failed unexpectedly; the operator can see the log",
+            )
 
     async def send_topic_list(self) -> None:
-        topics = await database_sync_to_async(selectors.topics_for_channel)(
-            channel_id=self.channel_id
-        )
+        topics = await db(selectors.topics_for_channel)(channel_id=self.channel_id)
         await self.send_json(
             {
                 "type": "topic_list",
@@ -153,37 +203,59 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             }
         )
 
+    async def topics_changed_everywhere(self) -> None:
+        """This socket gets the new topic list now (before the answer that caused it); every
+        other socket of the conversation, in any process, through the channel layer."""
+        await self.send_topic_list()
+        if self.channel_layer is not None:
+            await self.channel_layer.group_send(
+                self.group, {"type": "topics.changed", "origin": self.channel_name}
+            )
+
+    async def topics_changed(self, event: dict) -> None:
+        if event.get("origin") != self.channel_name:
+            await self.send_topic_list()
+
     async def outbox_wake(self, event: dict) -> None:
         await self.deliver_outbox()
 
-    async def _poll_outbox(self) -> None:
-        interval = settings.OPENHIVE["OUTBOX_POLL_SECONDS"]
-        while True:
-            try:
-                await self.deliver_outbox()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("outbox delivery failed; retrying")
-            await asyncio.sleep(interval)
-
     async def deliver_outbox(self) -> None:
         async with self.delivery_lock:
-            items = await database_sync_to_async(selectors.outbox_undelivered)(
-                channel_id=self.channel_id
-            )
+            items = await db(selectors.outbox_undelivered)(channel_id=self.channel_id)
             for item in items:
                 # Claim before sending so two sockets of one user never both deliver it.
-                claimed = await database_sync_to_async(services.outbox_mark_delivered)(
-                    ids=[item.pk]
-                )
+                claimed = await db(services.outbox_mark_delivered)(ids=[item.pk])
                 if not claimed:
                     continue
                 try:
                     await self.send_json(_outbox_payload(item))
                 except Exception:
-                    await database_sync_to_async(services.outbox_unmark_delivered)(ids=[item.pk])
+                    await db(services.outbox_unmark_delivered)(ids=[item.pk])
                     raise
+
+
+def _header(scope: dict, name: bytes) -> str:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode(errors="replace").strip()
+    return ""
+
+
+def _turn_payload(result: TurnResult) -> dict:
+    if result.ok:
+        return {
+            "type": "response",
+            "topic_id": result.topic.pk,
+            "topic_name": result.topic.name,
+            "content": result.content,
+        }
+    return {
+        "type": "error",
+        "code": result.error_code,
+        "message": result.error,
+        "topic_id": result.topic.pk,
+        "topic_name": result.topic.name,
+    }
 
 
 def _outbox_payload(item) -> dict:
@@ -210,6 +282,13 @@ def _validate(content: Any) -> str:
     if len(text) > MAX_MESSAGE_CHARS:
         return f"'content' is longer than {MAX_MESSAGE_CHARS} characters"
     topic_id = content.get("topic_id")
-    if topic_id is not None and (not isinstance(topic_id, int) or isinstance(topic_id, bool)):
-        return "'topic_id' must be an integer or null"
+    if topic_id is not None and (
+        not isinstance(topic_id, int) or isinstance(topic_id, bool) or not 0 < topic_id < 2**63
+    ):
+        return "'topic_id' must be a positive integer or null"
+    new_topic = content.get("new_topic")
+    if new_topic is not None and not isinstance(new_topic, bool):
+        return "'new_topic' must be true, false or absent"
+    if new_topic and topic_id is not None:
+        return "send either 'topic_id' or 'new_topic', not both"
     return ""

@@ -1,4 +1,5 @@
 from django.db import models
+from django.utils import timezone
 
 
 class Topic(models.Model):
@@ -14,7 +15,8 @@ class Topic(models.Model):
     description = models.TextField(blank=True, default="")
     state = models.CharField(max_length=10, choices=State.choices, default=State.ACTIVE)
     created_at = models.DateTimeField(auto_now_add=True)
-    last_activity_at = models.DateTimeField(auto_now_add=True)
+    # Set by routing (not auto_now_add) so idling can be tested with a given clock.
+    last_activity_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
         ordering = ["-last_activity_at", "-id"]
@@ -24,17 +26,29 @@ class Topic(models.Model):
 
 
 class Message(models.Model):
-    """A chat message, inbound from a person or outbound from the main agent."""
+    """A chat message, inbound from a person or outbound from the main agent. An inbound message
+    carries the trust gate's decision; it has no topic while it waits for routing, and never
+    gets one when the gate refused it (so it can never reach a prompt)."""
 
     class Role(models.TextChoices):
         USER = "user"
         ASSISTANT = "assistant"
 
-    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="messages")
+    topic = models.ForeignKey(
+        Topic, null=True, blank=True, on_delete=models.CASCADE, related_name="messages"
+    )
     channel_id = models.CharField(max_length=200, db_index=True)
     sender_id = models.CharField(max_length=200, blank=True, default="")
+    sender_asserted = models.BooleanField(default=False)
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField()
+    # An answer points at the message it answers: turns of one topic may interleave in storage
+    # (later messages arrive while an earlier turn runs), history is rebuilt question, answer.
+    in_reply_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies"
+    )
+    trust_decision = models.CharField(max_length=10, blank=True, default="")
+    trust_reason = models.CharField(max_length=100, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,5 +1,8 @@
 from .models import Message, OutboxMessage, Topic
 
+# SQLite caps the number of query parameters; stay well below every limit.
+IN_CHUNK = 500
+
 
 def outbox_undelivered(*, channel_id: str, limit: int = 100) -> list[OutboxMessage]:
     return list(
@@ -9,11 +12,40 @@ def outbox_undelivered(*, channel_id: str, limit: int = 100) -> list[OutboxMessa
     )
 
 
-def topic_history(*, topic: Topic, limit: int) -> list[dict]:
-    """The last messages of a topic as LLM chat messages, oldest first."""
-    rows = list(Message.objects.filter(topic=topic).order_by("-created_at", "-id")[:limit])
-    return [{"role": m.role, "content": m.content} for m in reversed(rows)]
+def outbox_pending_channels(*, channel_ids: list[str]) -> set[str]:
+    """Which of these channels have undelivered outbox rows: one query per 500 channels, so
+    one poller can serve every socket of a process."""
+    found: set[str] = set()
+    for start in range(0, len(channel_ids), IN_CHUNK):
+        chunk = channel_ids[start : start + IN_CHUNK]
+        found.update(
+            OutboxMessage.objects.filter(delivered_at__isnull=True, channel_id__in=chunk)
+            .values_list("channel_id", flat=True)
+            .distinct()
+        )
+    return found
+
+
+def topic_history(*, topic: Topic, limit: int, before_id: int | None = None) -> list[dict]:
+    """The last messages of a topic as LLM chat messages, each answer after its question. The
+    history is always rebuilt from what is stored, so a restart loses nothing. With
+    `before_id`, messages that arrived after that one (still waiting for their turn) are left
+    out."""
+    rows = Message.objects.filter(topic=topic)
+    if before_id is not None:
+        rows = rows.exclude(role=Message.Role.USER, pk__gte=before_id)
+    last = list(rows.order_by("-id")[:limit])
+    last.sort(key=lambda m: (m.in_reply_to_id or m.pk, m.role == Message.Role.ASSISTANT, m.pk))
+    return [{"role": m.role, "content": m.content} for m in last]
+
+
+def topic_messages(*, topic: Topic, limit: int = 200) -> list[Message]:
+    return list(reversed(Message.objects.filter(topic=topic).order_by("-id")[:limit]))
 
 
 def topics_for_channel(*, channel_id: str) -> list[Topic]:
-    return list(Topic.objects.filter(channel_id=channel_id).exclude(state=Topic.State.CLOSED))
+    return list(
+        Topic.objects.filter(channel_id=channel_id)
+        .exclude(state=Topic.State.CLOSED)
+        .order_by("-last_activity_at", "-id")
+    )

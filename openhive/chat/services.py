@@ -34,16 +34,18 @@ def topic_default(*, channel_id: str) -> Topic:
     return topic
 
 
-def message_record(*, topic: Topic, sender_id: str, role: str, content: str) -> Message:
-    Topic.objects.filter(pk=topic.pk).update(
-        last_activity_at=timezone.now(), state=Topic.State.ACTIVE
-    )
+def message_record(
+    *, topic: Topic, sender_id: str, role: str, content: str, in_reply_to: Message | None = None
+) -> Message:
+    # Activity only: whether the topic is active is routing's business (the cap of five).
+    Topic.objects.filter(pk=topic.pk).update(last_activity_at=timezone.now())
     return Message.objects.create(
         topic=topic,
         channel_id=topic.channel_id,
         sender_id=sender_id,
         role=role,
         content=scrub(content),
+        in_reply_to=in_reply_to,
     )
 
 
@@ -78,18 +80,27 @@ def outbox_put(
     return item
 
 
+def topics_changed_notify(*, channel_id: str) -> None:
+    """Tell the channel's sockets (in any web process) to resend their topic list."""
+    _group_send(channel_id, {"type": "topics.changed"})
+
+
 def _wake(channel_id: str) -> None:
     """Nudge the channel's sockets to read the outbox now (they also poll, so a lost nudge
     only delays delivery)."""
+    _group_send(channel_id, {"type": "outbox.wake"})
+
+
+def _group_send(channel_id: str, event: dict) -> None:
     try:
         from asgiref.sync import async_to_sync
         from channels.layers import get_channel_layer
 
         layer = get_channel_layer()
         if layer is not None:
-            async_to_sync(layer.group_send)(channel_group(channel_id), {"type": "outbox.wake"})
+            async_to_sync(layer.group_send)(channel_group(channel_id), event)
     except Exception:
-        logger.debug("outbox wake-up failed", exc_info=True)
+        logger.debug("channel-layer send failed", exc_info=True)
 
 
 def outbox_mark_delivered(*, ids: list[int]) -> int:

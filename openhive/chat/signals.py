@@ -2,6 +2,7 @@
 
 from django.dispatch import Signal
 
-# Sent after an inbound chat message is stored (and, once the trust gate exists, admitted).
+# Sent once an inbound chat message has passed the trust gate and been filed under a topic;
+# never for a message the gate refused. The message/keyword triggers listen to it.
 # kwargs: message (chat.Message), topic (chat.Topic), channel_id (str), sender_id (str).
 message_received = Signal()

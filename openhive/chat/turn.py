@@ -1,95 +1,172 @@
-"""A chat turn: the main agent answers one message in one topic, with the routing tools only."""
+"""The path of one inbound chat message: admit (trust gate, then store), route to a topic, and
+the main agent's turn in that topic with the routing tools."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, OperationalError, connection, transaction
 
-from openhive.engine.models import Session
+from openhive.engine.models import Session, ToolCall
 from openhive.engine.providers import not_configured_message, providers_configured
 from openhive.engine.session import SessionRequest, run_session
 from teams.services import team_ensure_main
+from trust.gate import Decision, Sender, trust_gate_check
+from vault.scrubbing import scrub
 
+from .classifier import classify_topic
 from .models import Message, Topic
 from .selectors import topic_history
-from .services import message_record, message_rescrub, topic_default
-from .signals import message_received
+from .services import message_record, message_rescrub
+from .tools import START_NEW_TOPIC
+from .topics import SINGLE, Routed, chat_route, message_move, topic_in_channel
+
+logger = logging.getLogger(__name__)
 
 ROUTING_TOOLS = ["spawn_team", "delegate_task", "list_teams"]
+ROUTE_ATTEMPTS = 6
+TRUST_TOOLS = ["add_trusted_sender", "revoke_sender_trust", "list_trusted_senders"]
+
+
+class Unavailable(Exception):
+    """The message was admitted but could not be stored (database trouble)."""
 
 
 @dataclass
 class Inbound:
-    topic: Topic
-    message: Message
+    decision: Decision
+    message: Message | None
+    topic_id: int | None = None  # the topic the client named, if any
+    new_topic: bool = False  # the client asked for a new topic
 
 
 @dataclass
 class TurnResult:
     ok: bool
+    topic: Topic
     content: str = ""
     error_code: str = ""
     error: str = ""
+    topic_moved: bool = False
 
 
-def chat_receive(*, channel_id: str, sender_id: str, content: str, topic_id: int | None) -> Inbound:
-    """Store an inbound message in its topic (the default topic when none is named)."""
-    topic = None
-    if topic_id is not None:
-        topic = Topic.objects.filter(pk=topic_id, channel_id=channel_id).first()
-        if topic is None:
-            raise LookupError(f"topic {topic_id} does not exist in this conversation")
-    topic = topic or topic_default(channel_id=channel_id)
-    message = message_record(
-        topic=topic, sender_id=sender_id, role=Message.Role.USER, content=content
+def chat_receive(
+    *, sender: Sender, content: str, topic_id: int | None, new_topic: bool = False
+) -> Inbound:
+    """The trust gate first, before anything else looks at the message. A refused message is
+    kept (stamped, with no topic) for the operator, and goes nowhere else: no trigger, no
+    topic, no model. If the database fails, nothing is admitted."""
+    try:
+        # One transaction: one write (one SQLite lock) for the audit row and the message.
+        with transaction.atomic():
+            return _admit(sender, content, topic_id, new_topic)
+    except DatabaseError as exc:
+        logger.exception("could not store an inbound chat message")
+        raise Unavailable("the message could not be stored; try again shortly") from exc
+
+
+def _admit(sender: Sender, content: str, topic_id: int | None, new_topic: bool) -> Inbound:
+    decision = trust_gate_check(sender)
+    if decision.allowed and topic_id is not None:
+        topic_in_channel(channel_id=sender.channel_id, topic_id=topic_id)  # LookupError
+    message = Message.objects.create(
+        topic=None,
+        channel_id=sender.channel_id,
+        sender_id=sender.sender_id,
+        sender_asserted=sender.asserted,
+        role=Message.Role.USER,
+        content=scrub(content),
+        trust_decision=decision.label,
+        trust_reason=decision.reason,
     )
-    message_received.send(
-        sender=Message, message=message, topic=topic, channel_id=channel_id, sender_id=sender_id
-    )
-    return Inbound(topic=topic, message=message)
+    return Inbound(decision=decision, message=message, topic_id=topic_id, new_topic=new_topic)
+
+
+def route_inbound(inbound: Inbound) -> Routed:
+    """Runs in a worker thread (the classifier may call a model). SQLite allows one writer: a
+    write lock held by a turn of another topic is waited out, not turned into a lost message."""
+    assert inbound.message is not None and inbound.decision.allowed
+    try:
+        for attempt in range(ROUTE_ATTEMPTS):
+            try:
+                return chat_route(
+                    message=inbound.message,
+                    topic_id=inbound.topic_id,
+                    new_topic=inbound.new_topic,
+                    classify=classify_topic,
+                )
+            except OperationalError as exc:
+                if "locked" not in str(exc) or attempt == ROUTE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")
+    finally:
+        connection.close()
 
 
 def chat_turn(
-    *, inbound: Inbound, sender_id: str, on_event: Callable[[dict], None] | None = None
+    *, routed: Routed, message: Message, sender_id: str, on_event: Callable[[dict], None] | None
 ) -> TurnResult:
     """Runs in a worker thread; closes its own database connection when done."""
+    topic = routed.topic
     try:
         if not providers_configured():
             return TurnResult(
-                False, error_code="provider_not_configured", error=not_configured_message()
+                False, topic, error_code="provider_not_configured", error=not_configured_message()
             )
         main = team_ensure_main()
         limit = settings.OPENHIVE["CHAT_HISTORY_MESSAGES"]
-        history = [m for m in topic_history(topic=inbound.topic, limit=limit + 1)][
-            :-1
-        ]  # the inbound message itself is sent as the new user turn
+        tools = [*ROUTING_TOOLS, *TRUST_TOOLS]
+        if routed.mode == SINGLE:
+            tools.append(START_NEW_TOPIC)
         outcome = run_session(
             SessionRequest(
                 team=main,
-                content=inbound.message.content,
+                content=message.content,
                 kind=Session.Kind.CHAT,
-                topic=inbound.topic,
-                history=history,
-                only_tools=ROUTING_TOOLS,
-                source_channel=inbound.topic.channel_id,
+                topic=topic,
+                history=topic_history(topic=topic, limit=limit, before_id=message.pk),
+                only_tools=tools,
+                source_channel=topic.channel_id,
                 actor=f"user:{sender_id}",
                 on_event=on_event,
             )
         )
-        message_rescrub(message_id=inbound.message.pk)
+        message_rescrub(message_id=message.pk)
+        new_topic = _topic_opened_by(outcome.session_id)
+        if new_topic is not None:
+            topic = new_topic
+            message_move(message_ids=[message.pk], topic=topic)
         if not outcome.ok:
             return TurnResult(
-                False, error_code="turn_failed", error=outcome.error or outcome.content
+                False,
+                topic,
+                error_code="turn_failed",
+                error=outcome.error or outcome.content,
+                topic_moved=new_topic is not None,
             )
         message_record(
-            topic=inbound.topic,
+            topic=topic,
             sender_id="main",
             role=Message.Role.ASSISTANT,
             content=outcome.content,
+            in_reply_to=message,
         )
-        return TurnResult(True, content=outcome.content)
+        return TurnResult(True, topic, content=outcome.content, topic_moved=new_topic is not None)
     finally:
         connection.close()
+
+
+def _topic_opened_by(session_id: int) -> Topic | None:
+    """The topic the turn opened with start_new_topic (the first successful call), if any."""
+    call = (
+        ToolCall.objects.filter(session_id=session_id, tool=START_NEW_TOPIC, success=True)
+        .order_by("id")
+        .first()
+    )
+    topic_id = (call.result or {}).get("topic_id") if call else None
+    return Topic.objects.filter(pk=topic_id).first() if topic_id else None

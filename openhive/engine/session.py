@@ -116,7 +116,7 @@ def _loop(
         for m in prompt.messages(cache_hint=profile.model.startswith("anthropic/"))
     ]
     messages += [*request.history, {"role": "user", "content": request.content}]
-    specs = tools_for(allowed_tools, only=request.only_tools)
+    specs = tools_for(allowed_tools, only=request.only_tools, team=team.name)
     schemas = [spec.function_schema() for spec in specs]
     ctx = ToolContext(
         team=team,

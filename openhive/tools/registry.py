@@ -25,6 +25,8 @@ class ToolSpec:
     args: type[BaseModel]
     ops: Ops
     func: ToolFunc
+    # Teams that may be offered the tool at all (None: any team its allowlist admits).
+    teams: frozenset[str] | None = None
 
     def function_schema(self) -> dict:
         """OpenAI-style function declaration with a portable parameter schema."""
@@ -43,14 +45,24 @@ _REGISTRY: dict[str, ToolSpec] = {}
 _UNPORTABLE_KEYWORDS = frozenset({"title", "format"})
 
 
-def tool(*, name: str, description: str, args: type[BaseModel], ops: Ops = "daily"):
-    """Register the decorated function `(ctx, args) -> dict` as a tool."""
+def tool(
+    *,
+    name: str,
+    description: str,
+    args: type[BaseModel],
+    ops: Ops = "daily",
+    teams: tuple[str, ...] | None = None,
+):
+    """Register the decorated function `(ctx, args) -> dict` as a tool. `teams` limits which
+    teams are ever offered it, whatever their allowlist (e.g. trust tools: main only)."""
 
     def decorate(func: ToolFunc) -> ToolFunc:
         existing = _REGISTRY.get(name)
         if existing is not None and existing.func.__qualname__ != func.__qualname__:
             raise RuntimeError(f"tool {name!r} is declared twice")
-        _REGISTRY[name] = ToolSpec(name, description, args, ops, func)
+        _REGISTRY[name] = ToolSpec(
+            name, description, args, ops, func, frozenset(teams) if teams else None
+        )
         return func
 
     return decorate
@@ -75,13 +87,17 @@ def is_allowed(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
-def tools_for(patterns: Iterable[str], *, only: Iterable[str] | None = None) -> list[ToolSpec]:
+def tools_for(
+    patterns: Iterable[str], *, only: Iterable[str] | None = None, team: str | None = None
+) -> list[ToolSpec]:
     patterns = list(patterns)
     wanted = set(only) if only is not None else None
     return [
         spec
         for spec in all_tools()
-        if is_allowed(spec.name, patterns) and (wanted is None or spec.name in wanted)
+        if is_allowed(spec.name, patterns)
+        and (wanted is None or spec.name in wanted)
+        and (spec.teams is None or team is None or team in spec.teams)
     ]
 
 

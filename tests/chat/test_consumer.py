@@ -8,6 +8,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connections
 
 from openhive.asgi import application
+from openhive.chat.dbpool import close_db_connections
 from openhive.chat.models import Message, OutboxMessage, Topic
 from trust.services import api_token_create
 
@@ -20,6 +21,7 @@ async def close_connections_after():
     yield
     # Async ORM calls leave connections open in asgiref's thread (breaks PG teardown).
     await sync_to_async(connections.close_all)()
+    await sync_to_async(close_db_connections)()
 
 
 @pytest.fixture
@@ -77,6 +79,9 @@ async def test_message_without_provider_gets_a_clear_error_saying_how_to_configu
         ({"type": "shout", "content": "hi"}, "unknown message type"),
         ({"type": "message", "content": "hi", "topic_id": "one"}, "topic_id"),
         ({"type": "message", "content": "x" * 20_001}, "longer than"),
+        ({"type": "message", "content": "hi", "topic_id": 2**70}, "topic_id"),
+        ({"type": "message", "content": "hi", "new_topic": "yes"}, "new_topic"),
+        ({"type": "message", "content": "hi", "topic_id": 1, "new_topic": True}, "not both"),
     ],
 )
 async def test_bad_messages_get_a_bad_request_error_and_store_nothing(token, payload, fragment):
@@ -113,14 +118,17 @@ async def test_turn_streams_tool_events_then_the_response(token, scripted_provid
     await _receive_until(communicator, "topic_list")
     await communicator.send_json_to({"type": "message", "content": "which teams?"})
     seen = await _receive_until(communicator, "response")
-    kinds = [(m["type"], m.get("event")) for m in seen]
+    kinds = [(m["type"], m.get("event")) for m in seen if m["type"] != "topic_list"]
     assert kinds == [
         ("ack", None),
         ("event", "tool_call"),
         ("event", "tool_result"),
         ("response", None),
     ]
-    assert seen[-1]["content"] == "No teams yet." and seen[-1]["topic_name"] == "General"
+    assert seen[-1]["content"] == "No teams yet." and seen[-1]["topic_name"] == "which teams?"
+    # The first message opened a topic: the new topic list came before the answer.
+    lists = [m for m in seen if m["type"] == "topic_list"]
+    assert lists and lists[-1]["topics"][0]["name"] == "which teams?"
     assert [m.role async for m in Message.objects.order_by("id")] == ["user", "assistant"]
     await communicator.disconnect()
 

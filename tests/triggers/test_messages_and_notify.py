@@ -7,11 +7,13 @@ import pytest
 
 from openhive.chat.models import OutboxMessage
 from openhive.chat.signals import message_received
-from openhive.chat.turn import chat_receive
+from openhive.chat.topics import chat_route
+from openhive.chat.turn import Inbound, chat_receive
 from tasks.models import Task
 from tasks.services import task_claim, task_finish
 from triggers.models import TriggerConfig
 from triggers.notify import trigger_notification
+from trust.gate import Sender
 
 pytestmark = pytest.mark.django_db
 
@@ -20,11 +22,22 @@ def trigger_tasks():
     return Task.objects.filter(type=Task.Type.TRIGGER)
 
 
+def _no_classifier(*args, **kwargs):
+    raise AssertionError("these tests keep one active topic per channel")
+
+
+def receive(*, channel_id: str, sender_id: str, content: str) -> Inbound:
+    """An inbound chat message the way the socket handles it: trust gate, then topic routing,
+    which announces the admitted message to the triggers."""
+    inbound = chat_receive(sender=Sender(channel_id, sender_id), content=content, topic_id=None)
+    routed = chat_route(message=inbound.message, topic_id=None, classify=_no_classifier)
+    inbound.topic = routed.topic
+    return inbound
+
+
 def test_keyword_trigger_fires_once_from_a_chat_message(make_trigger):
     make_trigger(name="deploys", type="keyword", config={"keywords": ["deploy"]})
-    inbound = chat_receive(
-        channel_id="ws:alice", sender_id="alice", content="Please Deploy the api", topic_id=None
-    )
+    inbound = receive(channel_id="ws:alice", sender_id="alice", content="Please Deploy the api")
     task = trigger_tasks().get()
     assert task.source_channel == "ws:alice" and task.topic_id == inbound.topic.pk
     assert "Please Deploy the api" in task.text
@@ -44,23 +57,23 @@ def test_identical_text_in_a_new_message_fires_again(make_trigger):
         name="deploys", type="keyword", config={"keywords": ["deploy"]}, overlap_policy="allow"
     )
     for _ in range(2):
-        chat_receive(channel_id="ws:a", sender_id="a", content="deploy", topic_id=None)
+        receive(channel_id="ws:a", sender_id="a", content="deploy")
     assert trigger_tasks().count() == 2
 
 
 def test_messages_that_do_not_match_fire_nothing(make_trigger):
     make_trigger(name="deploys", type="keyword", config={"keywords": ["deploy"]})
     make_trigger(name="ops-chan", type="message", config={"channel": "ws:ops"})
-    chat_receive(channel_id="ws:bob", sender_id="bob", content="redeployment plans", topic_id=None)
+    receive(channel_id="ws:bob", sender_id="bob", content="redeployment plans")
     assert trigger_tasks().count() == 0
-    chat_receive(channel_id="ws:ops", sender_id="bob", content="hello", topic_id=None)
+    receive(channel_id="ws:ops", sender_id="bob", content="hello")
     assert list(trigger_tasks().values_list("options__trigger", flat=True)) == ["ops-chan"]
 
 
 def test_an_invalid_message_trigger_is_disabled_and_chat_keeps_working(make_trigger):
     broken = make_trigger(name="broken", type="keyword", config={"regex": "ok"})
     TriggerConfig.objects.filter(pk=broken.pk).update(config={"regex": "(unclosed"})
-    inbound = chat_receive(channel_id="ws:a", sender_id="a", content="anything", topic_id=None)
+    inbound = receive(channel_id="ws:a", sender_id="a", content="anything")
     assert inbound.message.pk is not None
     broken.refresh_from_db()
     assert broken.state == TriggerConfig.State.DISABLED and "regex" in broken.disabled_reason

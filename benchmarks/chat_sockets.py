@@ -1,0 +1,301 @@
+"""Chat sockets under load: N concurrent sockets on ONE daphne process, each sending messages
+answered by a zero-latency scripted provider; then an outbox fan-out to every socket.
+
+    uv run python benchmarks/chat_sockets.py                      # 100 and 500 sockets, SQLite
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench uv run python benchmarks/chat_sockets.py
+    uv run python benchmarks/chat_sockets.py --sockets 100 --messages 2
+    REDIS_URL=redis://127.0.0.1:6379/9 ...                        # push wake-ups through Redis
+
+Prints, per N: ack latency p50/p99 (send → ack: trust gate + stored message), messages/s
+(acked and answered by the main agent's turn), and the notification fan-out rate (outbox rows
+written for every socket's channel at once → all delivered). The baseline is one socket alone,
+measured in the same run. Target: 500 sockets, ack p99 <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def prepare(data_dir: Path, users: int) -> list[tuple[str, str]]:
+    """Migrate, configure a zero-latency scripted provider and an allow policy, create users
+    with API tokens. Returns (channel_id, token) per user."""
+    os.environ["OPENHIVE_DATA_DIR"] = str(data_dir)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from teams.services import team_ensure_main
+    from trust.services import api_token_create
+
+    call_command("migrate", interactive=False, verbosity=0)
+    team_ensure_main()
+    config = data_dir / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (data_dir / "scripts").mkdir(exist_ok=True)
+    (data_dir / "scripts" / "bench.yaml").write_text(
+        "rules:\n  - when: {}\n    reply: {content: ok, delay_ms: 0}\n"
+    )
+    (config / "providers.yaml").write_text("profiles:\n  default: {model: scripted/bench.yaml}\n")
+    # The gate runs its full order: no denylist hit, no grant, allowlist miss, channel policy.
+    (config / "channels.yaml").write_text(
+        "trust:\n  default_policy: deny\n  channels:\n    ws: {policy: allow}\n"
+    )
+    User = get_user_model()
+    have = User.objects.filter(username__startswith="bench-").count()
+    User.objects.bulk_create(
+        [User(username=f"bench-{i}") for i in range(have, users)], batch_size=500
+    )
+    out = []
+    for user in User.objects.filter(username__startswith="bench-").order_by("pk")[:users]:
+        out.append((f"ws:user:{user.pk}", api_token_create(username=user.username)[1]))
+    return out
+
+
+def start_daphne(data_dir: Path, port: int) -> subprocess.Popen:
+    env = {**os.environ, "OPENHIVE_DATA_DIR": str(data_dir), "OPENHIVE_PRELOAD_LLM": "now"}
+    env.setdefault("OPENHIVE_LOG_LEVEL", "WARNING")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "openhive.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    import httpx
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise SystemExit("daphne did not start")
+
+
+class Client:
+    def __init__(self, url: str, origin: str, channel: str) -> None:
+        self.url, self.origin, self.channel = url, origin, channel
+        self.ws = None
+        self.inbox: asyncio.Queue = asyncio.Queue()
+        self.reader: asyncio.Task | None = None
+        self.answered = 0
+        self.answer = asyncio.Event()
+
+    async def open(self) -> None:
+        import websockets
+
+        self.ws = await websockets.connect(self.url, origin=self.origin, max_queue=None)
+        self.reader = asyncio.create_task(self._read())
+        await self.wait_for("topic_list")
+
+    async def _read(self) -> None:
+        async for raw in self.ws:
+            message = json.loads(raw)
+            if message["type"] == "response":  # counted, so waiting for an ack skips none
+                self.answered += 1
+                self.answer.set()
+            await self.inbox.put((time.perf_counter(), message))
+
+    async def answers(self, count: int, timeout: float = 600) -> None:
+        async with asyncio.timeout(timeout):
+            while self.answered < count:
+                self.answer.clear()
+                await self.answer.wait()
+
+    async def wait_for(self, kind: str, timeout: float = 120) -> tuple[float, dict]:
+        while True:
+            at, message = await asyncio.wait_for(self.inbox.get(), timeout)
+            if message["type"] == "error":
+                raise RuntimeError(f"server error: {message}")
+            if message["type"] == kind:
+                return at, message
+
+    async def chat(self, count: int, acks: list[float]) -> None:
+        for i in range(count):
+            before = self.answered
+            sent = time.perf_counter()
+            await self.ws.send(json.dumps({"type": "message", "content": f"message {i}"}))
+            at, _ = await self.wait_for("ack")
+            acks.append((at - sent) * 1000)
+            await self.answers(before + 1)
+
+    async def paced(self, count: int, mean_gap: float, acks: list[float], rng) -> None:
+        """Open loop: send at random (exponential) intervals without waiting for answers, so
+        the offered rate stays the same however slow the turns are; then collect them."""
+        self.answered_before = self.answered
+        for i in range(count):
+            await asyncio.sleep(rng.expovariate(1 / mean_gap))
+            sent = time.perf_counter()
+            await self.ws.send(json.dumps({"type": "message", "content": f"paced {i}"}))
+            at, _ = await self.wait_for("ack")
+            acks.append((at - sent) * 1000)
+        await self.answers(self.answered_before + count)
+
+    async def close(self) -> None:
+        await self.ws.close()
+        if self.reader:
+            self.reader.cancel()
+
+
+async def open_all(url: str, origin: str, users: list[tuple[str, str]]) -> list[Client]:
+    clients = [Client(f"{url}?token={token}", origin, channel) for channel, token in users]
+    for start in range(0, len(clients), 50):  # connect in waves, like users arriving
+        await asyncio.gather(*(c.open() for c in clients[start : start + 50]))
+    return clients
+
+
+async def fan_out(clients: list[Client]) -> float:
+    """Write one notification for every socket's channel in one transaction; seconds until the
+    last socket has it."""
+    from asgiref.sync import sync_to_async
+    from django.db import transaction
+
+    from openhive.chat.services import outbox_put
+
+    def write() -> None:
+        with transaction.atomic():
+            for c in clients:
+                outbox_put(channel_id=c.channel, content="[bench] done", team_name="bench")
+
+    for c in clients:  # only what comes after this point counts
+        while not c.inbox.empty():
+            c.inbox.get_nowait()
+    started = time.perf_counter()
+    await sync_to_async(write)()
+    await asyncio.gather(*(c.wait_for("notification") for c in clients))
+    return time.perf_counter() - started
+
+
+async def run_level(
+    url: str, origin: str, users: list[tuple[str, str]], messages: int, rate: float
+) -> dict:
+    import random
+
+    t0 = time.perf_counter()
+    clients = await open_all(url, origin, users)
+    connect_s = time.perf_counter() - t0
+    # 1) paced: all sockets together offer `rate` messages/s
+    paced: list[float] = []
+    rng = random.Random(42)
+    t0 = time.perf_counter()
+    await asyncio.gather(*(c.paced(messages, len(clients) / rate, paced, rng) for c in clients))
+    paced_s = time.perf_counter() - t0
+    # 2) burst: every socket sends at once, next message after its answer
+    acks: list[float] = []
+    t0 = time.perf_counter()
+    await asyncio.gather(*(c.chat(messages, acks) for c in clients))
+    chat_s = time.perf_counter() - t0
+    fan_s = await fan_out(clients)
+    await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+    return {
+        "sockets": len(clients),
+        "connect_s": connect_s,
+        "paced_p50": _pct(paced, 50),
+        "paced_p99": _pct(paced, 99),
+        "paced_rate": len(paced) / paced_s,
+        "ack_p50": _pct(acks, 50),
+        "ack_p99": _pct(acks, 99),
+        "ack_max": max(acks),
+        "msgs_per_s": len(acks) / chat_s,
+        "fanout_s": fan_s,
+        "fanout_per_s": len(clients) / fan_s,
+    }
+
+
+async def baseline(url: str, origin: str, user: tuple[str, str], messages: int) -> float:
+    (client,) = await open_all(url, origin, [user])
+    acks: list[float] = []
+    await client.chat(messages, acks)
+    await client.close()
+    return statistics.median(acks)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sockets", type=int, nargs="+", default=[100, 500])
+    parser.add_argument("--messages", type=int, default=2, help="messages per socket")
+    parser.add_argument(
+        "--rate", type=float, default=20, help="messages/s all sockets offer in the paced run"
+    )
+    args = parser.parse_args()
+    data_dir = Path(tempfile.mkdtemp(prefix="openhive-bench-"))
+    backend = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite (WAL)"
+    layer = "Redis" if os.environ.get("REDIS_URL") else "in-memory"
+    users = prepare(data_dir, max(args.sockets) + 1)
+    port = _free_port()
+    daphne = start_daphne(data_dir, port)
+    url, origin = f"ws://127.0.0.1:{port}/ws/chat/", f"http://127.0.0.1:{port}"
+    print(f"one daphne, {backend}, {layer} channel layer, zero-latency scripted provider")
+    try:
+        base = asyncio.run(baseline(url, origin, users[-1], 20))
+        print(f"baseline: 1 socket alone, ack p50 {base:.1f} ms")
+        print(
+            f"paced: sockets together offer {args.rate:g} msgs/s; burst: all send at once, "
+            "each sends its next message after its answer"
+        )
+        print(
+            f"{'sockets':>7} {'connect':>8} | {'paced p50':>9} {'p99':>8} | {'burst p50':>9} "
+            f"{'p99':>8} {'max':>8} {'p99/base':>8} {'msgs/s':>7} | {'fan-out':>8} {'notes/s':>8}"
+        )
+        for n in args.sockets:
+            r = asyncio.run(run_level(url, origin, users[:n], args.messages, args.rate))
+            print(
+                f"{r['sockets']:>7} {r['connect_s']:>7.1f}s | {r['paced_p50']:>7.1f}ms "
+                f"{r['paced_p99']:>6.1f}ms | {r['ack_p50']:>7.1f}ms {r['ack_p99']:>6.1f}ms "
+                f"{r['ack_max']:>6.1f}ms {r['ack_p99'] / base:>8.1f} {r['msgs_per_s']:>7.1f} | "
+                f"{r['fanout_s']:>7.2f}s {r['fanout_per_s']:>8.0f}"
+            )
+            if n >= 500:
+                for label, p99 in (("paced", r["paced_p99"]), ("burst", r["ack_p99"])):
+                    verdict = "meets" if p99 <= 50 else "MISSES"
+                    print(
+                        f"target ack p99 <= 50 ms at {n} sockets, {label}: {verdict} ({p99:.1f} ms)"
+                    )
+    finally:
+        os.killpg(daphne.pid, signal.SIGTERM)
+        daphne.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

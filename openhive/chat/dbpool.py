@@ -1,0 +1,59 @@
+"""Database calls of the chat socket, on threads of their own that keep their connections.
+
+Channels' `database_sync_to_async` closes the connection after every call when CONN_MAX_AGE is
+0 (the default), so each ack would open a new database connection (a PostgreSQL backend, or a
+SQLite file with its PRAGMAs). These threads keep theirs and drop one only when it broke. Turns
+have their own threads, so an ack never waits behind a running turn."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from asgiref.sync import SyncToAsync
+from django.conf import settings
+from django.db import DatabaseError, connection, connections
+
+_DB_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chat-db")
+_TURN_POOL = ThreadPoolExecutor(
+    max_workers=settings.OPENHIVE.get("CHAT_TURN_THREADS", 16), thread_name_prefix="chat-turn"
+)
+
+
+def _keeping_connection(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if connection.connection is not None and not connection.is_usable():
+            connection.close()
+        try:
+            return func(*args, **kwargs)
+        except DatabaseError:
+            connection.close()  # a fresh one next time
+            raise
+
+    return run
+
+
+def db(func: Callable[..., Any]) -> SyncToAsync:
+    """`await db(f)(...)`: run f on a chat database thread."""
+    return SyncToAsync(_keeping_connection(func), thread_sensitive=False, executor=_DB_POOL)
+
+
+def on_turn_thread(func: Callable[..., Any]) -> SyncToAsync:
+    return SyncToAsync(func, thread_sensitive=False, executor=_TURN_POOL)
+
+
+def close_db_connections() -> None:
+    """Close the connections every chat database thread holds (tests, before the test
+    database is dropped)."""
+    workers = _DB_POOL._max_workers
+    barrier = threading.Barrier(workers)
+
+    def close(_: int) -> None:
+        barrier.wait(timeout=10)  # one call per thread: each waits until all threads have one
+        connections.close_all()
+
+    list(_DB_POOL.map(close, range(workers)))
