@@ -27,7 +27,19 @@ from .topics import SINGLE, Routed, chat_route, message_move, topic_in_channel
 
 logger = logging.getLogger(__name__)
 
-ROUTING_TOOLS = ["spawn_team", "delegate_task", "list_teams"]
+# The main agent routes: it shapes the tree, hands out work and relays answers; it never
+# does a team's work itself, so no file, web, memory or trigger tools here.
+ROUTING_TOOLS = [
+    "spawn_team",
+    "delegate_task",
+    "list_teams",
+    "get_status",
+    "list_completed_tasks",
+    "query_team",
+    "query_teams",
+    "update_team",
+    "shutdown_team",
+]
 ROUTE_ATTEMPTS = 6
 TRUST_TOOLS = ["add_trusted_sender", "revoke_sender_trust", "list_trusted_senders"]
 
