@@ -14,6 +14,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from openhive.engine.admin import NoEditAdmin
 from openhive.errors import DomainError
 from teams.models import Team
 from vault.scrubbing import scrub
@@ -176,7 +177,7 @@ class MemoryAdmin(admin.ModelAdmin):
 
 
 @admin.register(MemoryChunk)
-class MemoryChunkAdmin(admin.ModelAdmin):
+class MemoryChunkAdmin(NoEditAdmin):
     """Read-only: chunks are derived from memories (re-embedding is `manage.py openhive
     reembed`), so the operator looks but never edits."""
 
@@ -185,12 +186,6 @@ class MemoryChunkAdmin(admin.ModelAdmin):
     list_select_related = ("memory", "team")
     fields = ("memory", "team", "index", "embedding_model", "content_hash", "shown_content")
     readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="content")
     def short_content(self, obj: MemoryChunk) -> str:

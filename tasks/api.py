@@ -9,7 +9,7 @@ from typing import Literal
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 
-from openhive.engine.models import Session
+from openhive.engine.api import SessionBrief, session_brief
 from openhive.errors import NotFound
 from teams.api import team_by_name
 from vault.scrubbing import scrub
@@ -62,19 +62,6 @@ class TaskPage(Schema):
     items: list[TaskOut]
 
 
-class SessionBrief(Schema):
-    id: int
-    kind: str
-    stop_reason: str
-    turns: int
-    prompt_tokens: int
-    completion_tokens: int
-    tokens: int
-    cost_usd: float
-    started_at: datetime
-    finished_at: datetime | None
-
-
 class TaskDetailOut(TaskOut):
     created_by: str
     sessions: list[SessionBrief]
@@ -98,21 +85,6 @@ def _task_out(task: Task) -> dict:
         "duration_ms": task.duration_ms,
         "attempts": task.attempts,
         "stop_reason": task.stop_reason,
-    }
-
-
-def _session_brief(session: Session) -> dict:
-    return {
-        "id": session.pk,
-        "kind": session.kind,
-        "stop_reason": session.stop_reason,
-        "turns": session.turns,
-        "prompt_tokens": session.prompt_tokens,
-        "completion_tokens": session.completion_tokens,
-        "tokens": session.prompt_tokens + session.completion_tokens,
-        "cost_usd": float(session.cost_usd),
-        "started_at": session.started_at,
-        "finished_at": session.finished_at,
     }
 
 
@@ -148,7 +120,7 @@ def tasks_detail(request: HttpRequest, task_id: int) -> dict:
     return {
         **_task_out(task),
         "created_by": task.created_by,
-        "sessions": [_session_brief(s) for s in task_sessions(task=task)],
+        "sessions": [session_brief(s) for s in task_sessions(task=task)],
     }
 
 

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
 
+from openhive.engine.admin import NoEditAdmin
 from openhive.errors import DomainError
 from tasks.models import Task
 from vault.scrubbing import scrub
@@ -136,7 +137,7 @@ class ScopeKeywordAdmin(admin.ModelAdmin):
 
 
 @admin.register(TeamMessage)
-class TeamMessageAdmin(admin.ModelAdmin):
+class TeamMessageAdmin(NoEditAdmin):
     """Messages and escalations between teams: what each team was told, and when it saw it."""
 
     list_display = (
@@ -162,12 +163,6 @@ class TeamMessageAdmin(admin.ModelAdmin):
         "delivered_at",
     )
     readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="content")
     def short_content(self, obj: TeamMessage) -> str:

@@ -17,14 +17,19 @@ from .models import EngineLease, LlmExchange, Session, ToolCall
 from .providers import list_profiles, providers_file
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Records the system wrote (audit, history): an operator reads them, nobody edits them."""
+class NoEditAdmin(admin.ModelAdmin):
+    """Rows only the system writes (derived data, messages): readable and deletable, never
+    added or edited by hand."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ReadOnlyAdmin(NoEditAdmin):
+    """Records the system wrote (audit, history): an operator reads them, nobody edits them."""
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
