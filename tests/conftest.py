@@ -56,3 +56,30 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, t
         test = database.setdefault("TEST", {})
         if not test.get("NAME"):
             test["NAME"] = str(tmp_path_factory.mktemp("sqlite") / "test.sqlite3")
+
+
+@pytest.fixture
+def vault_key(settings):
+    """A vault key of this test's own, so ciphertext checks never depend on SECRET_KEY."""
+    from cryptography.fernet import Fernet
+
+    from vault import crypto
+
+    settings.VAULT_KEYS = [Fernet.generate_key().decode()]
+    crypto.reset_keys()
+    yield settings.VAULT_KEYS[0]
+    crypto.reset_keys()
+
+
+@pytest.fixture
+def scrubbed_caplog(caplog):
+    """caplog as production logs: the secret scrub filter on the handler, everything captured."""
+    import logging
+
+    from vault.scrubbing import ScrubSecretsFilter
+
+    scrub_filter = ScrubSecretsFilter()
+    caplog.handler.addFilter(scrub_filter)
+    caplog.set_level(logging.DEBUG)
+    yield caplog
+    caplog.handler.removeFilter(scrub_filter)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-from cryptography.fernet import Fernet
 from django.core import serializers
 
 from openhive import paths
@@ -20,10 +19,9 @@ from tasks.runner import run_task
 from teams.models import Team
 from vault import crypto
 from vault.models import VaultEntry
-from vault.scrubbing import ScrubSecretsFilter
 
 # run_task closes stale connections as a worker must, so these tests commit for real.
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("vault_key")]
 
 SECRET = "s3cr3t-value-123456"
 CHANNEL = "web:alice"
@@ -64,24 +62,6 @@ SCRIPT = [
     },
     {"when": {"team": "ops"}, "reply": {"content": f"Ready. I will use {SECRET} carefully."}},
 ]
-
-
-@pytest.fixture(autouse=True)
-def vault_key(settings):
-    settings.VAULT_KEYS = [Fernet.generate_key().decode()]
-    crypto.reset_keys()
-    yield
-    crypto.reset_keys()
-
-
-@pytest.fixture
-def scrubbed_caplog(caplog):
-    """caplog as production logs: the scrub filter on the handler, everything captured."""
-    scrub_filter = ScrubSecretsFilter()
-    caplog.handler.addFilter(scrub_filter)
-    caplog.set_level(logging.DEBUG)
-    yield caplog
-    caplog.handler.removeFilter(scrub_filter)
 
 
 def chat_turn(main_team, content: str) -> str:

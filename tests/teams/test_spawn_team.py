@@ -6,7 +6,6 @@ import json
 
 import pytest
 import yaml
-from cryptography.fernet import Fernet
 
 from openhive import paths
 from openhive.engine.models import ToolCall
@@ -21,17 +20,9 @@ from tests.factories import TeamFactory
 from vault import crypto
 from vault.models import VaultEntry
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("vault_key")]
 
 SECRET = "s3cr3t-value-123456"
-
-
-@pytest.fixture(autouse=True)
-def vault_key(settings):
-    settings.VAULT_KEYS = [Fernet.generate_key().decode()]
-    crypto.reset_keys()
-    yield
-    crypto.reset_keys()
 
 
 @pytest.fixture

@@ -18,15 +18,6 @@ from vault.services import vault_store_secret
 SECRET = "hunter2-correct-horse"
 
 
-@pytest.fixture
-def vault_key(settings):
-    """A fixed vault key for the test; the cached Fernet is rebuilt before and after."""
-    settings.VAULT_KEYS = [Fernet.generate_key().decode()]
-    crypto.reset_keys()
-    yield settings.VAULT_KEYS[0]
-    crypto.reset_keys()
-
-
 # --- Scrubber -------------------------------------------------------------------------------
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-from cryptography.fernet import Fernet
 from django.apps import apps
 from django.core import serializers
 from django.db import connection
@@ -22,10 +21,9 @@ from teams.services import team_spawn
 from tests.api.conftest import api_client, api_token, fast_password_hashing  # noqa: F401
 from vault import crypto
 from vault.models import VaultEntry
-from vault.scrubbing import ScrubSecretsFilter
 
 # run_task closes stale connections as a worker must, so this test commits for real.
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("vault_key")]
 
 SECRET = "ghp-Zx81mQ27vLpE5nWc"
 
@@ -67,23 +65,6 @@ SCRIPT = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def vault_key(settings):
-    settings.VAULT_KEYS = [Fernet.generate_key().decode()]
-    crypto.reset_keys()
-    yield
-    crypto.reset_keys()
-
-
-@pytest.fixture
-def captured_logs(caplog):
-    scrub_filter = ScrubSecretsFilter()
-    caplog.handler.addFilter(scrub_filter)
-    caplog.set_level(logging.DEBUG)
-    yield caplog
-    caplog.handler.removeFilter(scrub_filter)
-
-
 def every_database_value() -> dict[str, str]:
     """Every row of every model, serialised, plus the SQLite FTS index's own tables."""
     dump = {
@@ -100,7 +81,7 @@ def every_database_value() -> dict[str, str]:
 def test_a_secret_read_and_used_by_a_team_leaks_nowhere(
     main_team,
     scripted_provider,
-    captured_logs,
+    scrubbed_caplog,
     api_client,  # noqa: F811
 ):
     scripted_provider(SCRIPT)
@@ -140,9 +121,9 @@ def test_a_secret_read_and_used_by_a_team_leaks_nowhere(
     assert crypto.decrypt(raw) == SECRET
 
     # No log line.
-    assert captured_logs.records
-    assert SECRET not in captured_logs.text
-    for record in captured_logs.records:
+    assert scrubbed_caplog.records
+    assert SECRET not in scrubbed_caplog.text
+    for record in scrubbed_caplog.records:
         assert SECRET not in record.getMessage() and SECRET not in (record.exc_text or "")
 
     # No chat message.

@@ -17,17 +17,9 @@ from vault import crypto
 from vault.models import VaultEntry
 from vault.services import vault_rotate_key, vault_store_secret
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("vault_key")]
 
 SECRET = "tok-9f8e7d6c5b4a3210"
-
-
-@pytest.fixture(autouse=True)
-def vault_key(settings):
-    settings.VAULT_KEYS = [Fernet.generate_key().decode()]
-    crypto.reset_keys()
-    yield settings.VAULT_KEYS[0]
-    crypto.reset_keys()
 
 
 @pytest.fixture
