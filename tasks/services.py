@@ -133,21 +133,29 @@ def task_finish(
             return None
         if _bootstrap_retry(task, status, now):
             return task
-        task.status = status
-        task.stop_reason = stop_reason
-        task.result = scrub(result)[:RESULT_LIMIT]
-        task.finished_at = now
-        task.duration_ms = (
-            int((now - task.started_at).total_seconds() * 1000) if task.started_at else None
-        )
-        task.lease_owner = ""
-        task.lease_expires_at = None
-        task.save()
         if task.type == Task.Type.BOOTSTRAP and status == Task.Status.DONE:
             type(task.team).objects.filter(pk=task.team_id).update(bootstrapped=True)
-        _notify(task)
-        task_finished.send(sender=Task, task=task)
+        _end(task, status=status, result=scrub(result), now=now, stop_reason=stop_reason)
     return task
+
+
+def _end(task: Task, *, status: str, result: str, now: datetime, stop_reason: str = "") -> None:
+    """The one way a claimed or queued task ends (inside the caller's transaction): final
+    fields, lease released, the chat told (not for cancellations), then `task_finished`."""
+    task.status = status
+    task.stop_reason = stop_reason
+    task.result = result[:RESULT_LIMIT]
+    task.finished_at = now
+    if task.started_at:
+        task.duration_ms = int((now - task.started_at).total_seconds() * 1000)
+    # A cleared lease tells a still-running session that it no longer holds the task, and
+    # makes its late result unrecordable.
+    task.lease_owner = ""
+    task.lease_expires_at = None
+    task.save()
+    if status != Task.Status.CANCELLED:
+        _notify(task)
+    task_finished.send(sender=Task, task=task)
 
 
 def _bootstrap_retry(task: Task, status: str, now: datetime) -> bool:
@@ -206,18 +214,13 @@ def task_cancel(*, task_id: int, reason: str = "cancelled") -> Task:
         raise NotFound(f"task {task_id} not found")
     if task.status not in (Task.Status.PENDING, Task.Status.RUNNING):
         raise Conflict(f"task {task_id} is already {task.status}", code="not_cancellable")
-    task.status = Task.Status.CANCELLED
-    task.stop_reason = Task.Status.CANCELLED
-    task.result = task.result or reason
-    task.finished_at = timezone.now()
-    if task.started_at:
-        task.duration_ms = int((task.finished_at - task.started_at).total_seconds() * 1000)
-    # Clearing the lease tells the running session's worker to stop (it checks ownership),
-    # and makes its late result unrecordable.
-    task.lease_owner = ""
-    task.lease_expires_at = None
-    task.save()
-    task_finished.send(sender=Task, task=task)
+    _end(
+        task,
+        status=Task.Status.CANCELLED,
+        result=task.result or reason,
+        now=timezone.now(),
+        stop_reason=Task.Status.CANCELLED,
+    )
     return task
 
 
@@ -242,13 +245,12 @@ def tasks_reap_expired_leases(*, now: datetime | None = None) -> dict[str, int]:
             )
             if task is None:
                 continue
-            task.status = Task.Status.FAILED
-            task.result = f"Error: the worker stopped responding {task.attempts} times"
-            task.finished_at = now
-            task.lease_owner = ""
-            task.save()
-            _notify(task)
-            task_finished.send(sender=Task, task=task)
+            _end(
+                task,
+                status=Task.Status.FAILED,
+                result=f"Error: the worker stopped responding {task.attempts} times",
+                now=now,
+            )
             failed += 1
     return {"requeued": requeued, "failed": failed}
 
