@@ -78,10 +78,11 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, vendor: str) -> None:
+    from openhive.core.context import ToolContext
     from openhive.engine.llm import get_litellm
-    from openhive.tools.audit import call_tool
-    from openhive.tools.context import ToolContext
-    from teams.services import team_ensure_main, team_spawn
+    from openhive.engine.tool_calls import call_tool
+    from openhive.org.services import team_spawn
+    from teams.services import team_ensure_main
 
     get_litellm()
     main = team_ensure_main()

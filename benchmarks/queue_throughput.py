@@ -39,9 +39,8 @@ def noop() -> None:
 def noop_worker(seconds_idle: float) -> None:
     from django.db import close_old_connections
 
-    from tasks.admission import task_claim_next
     from tasks.models import Task
-    from tasks.services import task_finish
+    from tasks.services import task_claim_next, task_finish
 
     worker = f"bench:{os.getpid()}"
     idle_since = time.monotonic()
@@ -108,10 +107,11 @@ def setup_env(db_url: str, data_dir: Path) -> dict[str, str]:
 
 
 def fill(teams: int, tasks: int) -> None:
+    from openhive.org.services import team_spawn
     from tasks.models import Task
     from teams.config import load_team_config, write_team_config
     from teams.models import Team
-    from teams.services import team_ensure_main, team_spawn
+    from teams.services import team_ensure_main
 
     main = team_ensure_main()
     Task.objects.all().delete()

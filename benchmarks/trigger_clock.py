@@ -89,8 +89,9 @@ def _run(seconds: float, engine_tick: float) -> None:
     from django.db import connection
 
     from openhive.clock import EngineLoop
+    from openhive.org.services import team_spawn
     from tasks.models import Task
-    from teams.services import team_ensure_main, team_spawn
+    from teams.services import team_ensure_main
     from triggers.models import TriggerEvent
     from triggers.services import trigger_create, trigger_enable
 

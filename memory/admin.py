@@ -14,10 +14,10 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from openhive.engine.admin import NoEditAdmin
-from openhive.errors import DomainError
+from openhive.core.admin import NoEditAdmin
+from openhive.core.errors import DomainError
+from openhive.core.scrubbing import scrub
 from teams.models import Team
-from vault.scrubbing import scrub
 
 from .models import Memory, MemoryChunk
 from .search import memory_search

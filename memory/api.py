@@ -9,13 +9,14 @@ from typing import Literal
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 
-from openhive.errors import NotFound
-from teams.api import team_by_name
-from vault.scrubbing import scrub
+from openhive.core.api import Page
+from openhive.core.errors import NotFound
+from openhive.core.scrubbing import scrub
+from teams.selectors import team_get_or_404
 
 from .models import Memory
 from .search import MAX_RESULTS, memory_search
-from .selectors import memory_get, memory_history
+from .selectors import memory_get, memory_history, memory_rows
 from .services import memory_type_resolve
 
 router = Router(tags=["memories"])
@@ -45,8 +46,7 @@ class MemoryFilters(Schema):
     offset: int = Field(0, ge=0, le=1_000_000_000)
 
 
-class MemoryPage(Schema):
-    count: int
+class MemoryPage(Page):
     items: list[MemoryOut]
 
 
@@ -87,24 +87,21 @@ def memory_out(memory: Memory, team_name: str) -> dict:
 
 @router.get("", response=MemoryPage, summary="A team's memory entries")
 def memories_list(request: HttpRequest, filters: Query[MemoryFilters]) -> dict:
-    team = team_by_name(filters.team)
-    rows = Memory.objects.filter(team=team)
-    if filters.type:
-        rows = rows.filter(type=memory_type_resolve(filters.type))
-    if filters.status == "active":
-        rows = rows.filter(active=True)
-    elif filters.status == "superseded":
-        rows = rows.filter(active=False, deleted_at__isnull=True)
-    elif filters.status == "deleted":
-        rows = rows.filter(deleted_at__isnull=False)
-    rows = rows.order_by("key", "-created_at", "-pk")
+    team = team_get_or_404(name=filters.team)
+    kind = memory_type_resolve(filters.type) if filters.type else None
+    rows = memory_rows(team=team, type=kind, status=filters.status)
     page = rows[filters.offset : filters.offset + filters.limit]
-    return {"count": rows.count(), "items": [memory_out(m, team.name) for m in page]}
+    return {
+        "count": rows.count(),
+        "limit": filters.limit,
+        "offset": filters.offset,
+        "items": [memory_out(m, team.name) for m in page],
+    }
 
 
 @router.get("/search", response=SearchOut, summary="Hybrid search in a team's memory")
 def memories_search(request: HttpRequest, filters: Query[SearchFilters]) -> dict:
-    team = team_by_name(filters.team)
+    team = team_get_or_404(name=filters.team)
     found = memory_search(team=team, query=filters.q, limit=filters.limit)
     return {
         "search_mode": found.mode,
@@ -125,7 +122,7 @@ def memories_search(request: HttpRequest, filters: Query[SearchFilters]) -> dict
 def memories_history(
     request: HttpRequest, memory_id: int, team: str = Query(..., min_length=1, max_length=64)
 ) -> list[dict]:
-    owner = team_by_name(team)
+    owner = team_get_or_404(name=team)
     memory = memory_get(team=owner, pk=memory_id) if 0 < memory_id < 2**63 else None
     if memory is None:
         raise NotFound(f"memory {memory_id} not found in team {owner.name}")

@@ -23,8 +23,9 @@ from typing import Literal, Protocol
 import numpy as np
 
 from memory import minilm
+from openhive.core.errors import DomainError, ProviderNotConfigured
+from openhive.engine.llm import get_litellm
 from openhive.engine.providers import ProfileIn, ProviderProfile, _build, load_providers
-from openhive.errors import DomainError, ProviderNotConfigured
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,6 @@ class LiteLLMEmbedder:
         return self.profile.model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        from openhive.engine.llm import get_litellm
-
         litellm = get_litellm()
         kwargs = self.profile.completion_kwargs()
         kwargs.pop("temperature", None)

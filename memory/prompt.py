@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from openhive.engine.prompt import prompt_section
+from openhive.core.prompt_sections import PromptContext, prompt_section
+from openhive.core.scrubbing import scrub
 from teams.models import Team
-from vault.scrubbing import scrub
 
 from .selectors import memory_injectable
 
@@ -24,6 +24,6 @@ def render_memory(team: Team) -> str:
     return scrub("\n".join(lines))
 
 
-@prompt_section("memory")
-def memory_section(team: Team) -> str:
-    return render_memory(team)
+@prompt_section("memory", order=20)
+def memory_section(ctx: PromptContext) -> str:
+    return render_memory(ctx.team)

@@ -18,7 +18,7 @@ import numpy as np
 from django.db import connection, transaction
 from pgvector.django import CosineDistance
 
-from openhive.errors import DomainError
+from openhive.core.errors import DomainError
 from teams.models import Team
 
 from . import embeddings

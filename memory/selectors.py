@@ -54,3 +54,20 @@ def memory_history(*, memory: Memory) -> list[Memory]:
     return list(
         Memory.objects.filter(team_id=memory.team_id, key=memory.key).order_by("-created_at", "-pk")
     )
+
+
+def memory_rows(
+    *, team: Team, type: str | None = None, status: str | None = None
+) -> QuerySet[Memory]:
+    """A team's entries for the operator's list: by type and by status (active, superseded,
+    deleted), ordered by key then newest first."""
+    rows = Memory.objects.filter(team=team)
+    if type:
+        rows = rows.filter(type=type)
+    if status == "active":
+        rows = rows.filter(active=True)
+    elif status == "superseded":
+        rows = rows.filter(active=False, deleted_at__isnull=True)
+    elif status == "deleted":
+        rows = rows.filter(deleted_at__isnull=False)
+    return rows.order_by("key", "-created_at", "-pk")

@@ -10,9 +10,9 @@ import numpy as np
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from openhive.errors import Conflict, DomainError
+from openhive.core.errors import Conflict, DomainError
+from openhive.core.scrubbing import scrub
 from teams.models import Team
-from vault.scrubbing import scrub
 
 from . import embeddings
 from .chunking import chunk_text, content_hash

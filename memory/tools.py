@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from openhive.tools.context import ToolContext
-from openhive.tools.registry import tool
+from openhive.core.context import ToolContext
+from openhive.core.registry import tool
 
 from .models import Memory
 from .search import MAX_RESULTS, memory_search

@@ -11,14 +11,32 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja.security import APIKeyCookie, HttpBearer
 
-from trust.services import api_token_authenticate
+from openhive.core.errors import NotAllowed
+from trust.services import OPERATOR, ApiIdentity, api_token_identify
+
+OPERATOR_ONLY = (
+    "this operation needs operator rights: a staff user's token or staff session, or a token "
+    "created with `manage.py openhive token create <user> --scope operator`. This token can "
+    "chat and read its own topics."
+)
 
 
 class BearerTokenAuth(HttpBearer):
-    """`Authorization: Bearer ohk_…`; only the token's digest is looked up."""
+    """`Authorization: Bearer ohk_…`; only the token's digest is looked up. A token without
+    the rights an operation needs is refused with 403 (it is known, just not allowed)."""
+
+    def __init__(self, *, operator: bool = True) -> None:
+        super().__init__()
+        self.operator = operator
 
     def authenticate(self, request: HttpRequest, token: str) -> Any | None:
-        return api_token_authenticate(token.strip())
+        identity = api_token_identify(token.strip())
+        if identity is None:
+            return None
+        request.api_identity = identity  # type: ignore[attr-defined]
+        if self.operator and not identity.is_operator:
+            raise NotAllowed(OPERATOR_ONLY, code="operator_only")
+        return identity.user
 
 
 def _is_staff(user: Any) -> bool:
@@ -31,8 +49,9 @@ def _is_staff(user: Any) -> bool:
 
 
 class StaffSessionAuth(APIKeyCookie):
-    """The admin's session cookie, for staff users only. Unsafe methods need a CSRF token, as
-    anywhere else in Django, because a browser sends the cookie on cross-site requests too."""
+    """The admin's session cookie, for staff users only (operator rights). Unsafe methods need
+    a CSRF token, as anywhere else in Django, because a browser sends the cookie on cross-site
+    requests too."""
 
     param_name: str = settings.SESSION_COOKIE_NAME
 
@@ -45,16 +64,20 @@ class StaffSessionAuth(APIKeyCookie):
 
     def authenticate(self, request: HttpRequest, key: str | None) -> Any | None:
         if key and _is_staff(request.user):
+            request.api_identity = ApiIdentity(request.user, OPERATOR)  # type: ignore[attr-defined]
             return request.user
         return None
 
 
+# Every operation needs operator rights unless its router says otherwise.
 api_auth = [BearerTokenAuth(), StaffSessionAuth()]
+# Operations any identity may call (the chat user's own topics): each filters by caller.
+member_auth = [BearerTokenAuth(operator=False), StaffSessionAuth()]
 
 
 def authenticated(request: HttpRequest) -> Any | None:
     """The user behind a token or staff session, or None (outside ninja's own operations)."""
-    return next((user for auth in api_auth if (user := auth(request))), None)
+    return next((user for auth in member_auth if (user := auth(request))), None)
 
 
 def docs_guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

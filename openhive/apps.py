@@ -2,19 +2,25 @@ import os
 import threading
 
 from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+from openhive.engine.llm import get_litellm
+
+# The modules every app may declare, discovered once here so that no registry depends on
+# which app's ready() happened to import what: tools, clock jobs, prompt sections, receivers.
+DISCOVERED_MODULES = ("tools", "jobs", "prompt", "receivers")
 
 
 class OpenHiveConfig(AppConfig):
-    """The project package as an app: management commands, system rules, and the tool registry."""
+    """The project package as an app: management commands, system rules, and discovery of the
+    apps' tools, clock jobs, prompt sections and signal receivers."""
 
     name = "openhive"
     label = "openhive"
     verbose_name = "OpenHive"
 
     def ready(self) -> None:
-        from openhive.tools import registry
-
-        registry.autodiscover()
+        autodiscover_modules(*DISCOVERED_MODULES)
         _preload_llm(os.environ.get("OPENHIVE_PRELOAD_LLM", ""))
 
 
@@ -24,8 +30,6 @@ def _preload_llm(mode: str) -> None:
     the first session does not pay for it. Nothing else imports it at start-up."""
     if mode not in ("now", "background"):
         return
-    from openhive.engine.llm import get_litellm
-
     if mode == "now":
         get_litellm()
     else:

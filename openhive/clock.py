@@ -10,58 +10,18 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from openhive.core.jobs import registered_jobs
 from openhive.engine.services import engine_lead, engine_resign
-from tasks.models import Task
-from tasks.services import (
-    dispatched_unclaimed_count,
-    task_mark_dispatched,
-    tasks_reap_expired_leases,
-    tasks_recover_on_startup,
-    tasks_to_dispatch,
-)
+from tasks.selectors import dispatched_unclaimed_count, tasks_admissible, tasks_running_count
+from tasks.services import task_mark_dispatched, tasks_recover_on_startup
 
 logger = logging.getLogger(__name__)
-
-REAP_EVERY_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class ClockJob:
-    """Periodic work the leading engine loop runs (trigger clock, stall detector, ...)."""
-
-    name: str
-    func: Callable[[datetime], dict | None]
-    every_seconds: float
-
-
-_JOBS: dict[str, ClockJob] = {}
-
-
-def clock_job(name: str, *, every_seconds: float):
-    """Register `func(now) -> stats | None` to run on the leader about every `every_seconds`
-    (at most once per tick). Apps register their jobs when their module is imported."""
-
-    def decorate(func: Callable[[datetime], dict | None]):
-        _JOBS[name] = ClockJob(name, func, every_seconds)
-        return func
-
-    return decorate
-
-
-def registered_jobs() -> list[ClockJob]:
-    return list(_JOBS.values())
-
-
-@clock_job("reap-expired-leases", every_seconds=REAP_EVERY_SECONDS)
-def reap_expired_leases(now: datetime) -> dict:
-    return tasks_reap_expired_leases(now=now)
 
 
 def default_enqueue(task_id: int) -> None:
@@ -112,12 +72,12 @@ class EngineLoop:
         return stats
 
     def dispatch(self, now: datetime) -> int:
-        busy = Task.objects.filter(status=Task.Status.RUNNING).count()
+        busy = tasks_running_count()
         free = self.slots - busy - dispatched_unclaimed_count(now=now)
         if free <= 0:
             return 0
         sent = 0
-        for task_id in tasks_to_dispatch(now=now, limit=free):
+        for task_id in tasks_admissible(now=now, limit=free):
             if task_mark_dispatched(task_id=task_id, now=now):
                 self.enqueue(task_id)
                 sent += 1

@@ -52,12 +52,14 @@ INSTALLED_APPS = [
     "openhive.apps.OpenHiveConfig",
     "openhive.engine",
     "openhive.chat",
+    "openhive.org",
     "teams",
     "tasks",
     "triggers",
     "memory",
     "vault",
     "trust",
+    "openhive.tools",
 ]
 
 MIDDLEWARE = [
@@ -179,19 +181,54 @@ OPENHIVE = {
     "TOPIC_IDLE_MINUTES": env.float("OPENHIVE_TOPIC_IDLE_MINUTES", default=60),
     # Chat turns running at once per web process (each waits on its model most of the time).
     "CHAT_TURN_THREADS": env.int("OPENHIVE_CHAT_TURN_THREADS", default=16),
+    # Reach (openhive/tools). Exact `host:port` destinations exempt from the SSRF address rule
+    # (internal services an operator chooses to expose to teams); logged at start.
+    "SSRF_ALLOW": env.list("OPENHIVE_SSRF_ALLOW", default=[]),
+    # Where bubblewrap is missing, run `bash` and scripts without isolation instead of refusing.
+    "ALLOW_UNSANDBOXED": env.bool("OPENHIVE_ALLOW_UNSANDBOXED", default=False),
+    "SANDBOX_MEMORY_MB": env.int("OPENHIVE_SANDBOX_MEMORY_MB", default=2048),
+    "SANDBOX_PROCESSES": env.int("OPENHIVE_SANDBOX_PROCESSES", default=128),
+    # Model calls: retries per profile (rate limits, timeouts, server errors) with exponential
+    # backoff and jitter; a Retry-After longer than the cap goes to the fallbacks instead.
+    "LLM_RETRIES": env.int("OPENHIVE_LLM_RETRIES", default=3),
+    "LLM_BACKOFF_SECONDS": env.float("OPENHIVE_LLM_BACKOFF_SECONDS", default=1.0),
+    "LLM_BACKOFF_MAX_SECONDS": env.float("OPENHIVE_LLM_BACKOFF_MAX_SECONDS", default=30),
+    "LLM_RETRY_AFTER_MAX_SECONDS": env.float("OPENHIVE_LLM_RETRY_AFTER_MAX_SECONDS", default=120),
+    # A task whose provider (and fallbacks) stay down goes back to the queue with a growing
+    # delay, at most this many times, before it fails.
+    "PROVIDER_REQUEUE_MAX": env.int("OPENHIVE_PROVIDER_REQUEUE_MAX", default=3),
+    "PROVIDER_REQUEUE_SECONDS": env.float("OPENHIVE_PROVIDER_REQUEUE_SECONDS", default=60),
+    "PROVIDER_REQUEUE_MAX_SECONDS": env.float(
+        "OPENHIVE_PROVIDER_REQUEUE_MAX_SECONDS", default=1800
+    ),
+    # Budgets: other sessions' spend is re-read this often (this session's own is exact).
+    "BUDGET_REFRESH_SECONDS": env.float("OPENHIVE_BUDGET_REFRESH_SECONDS", default=2.0),
+    # Context compaction: at this share of the profile's context_window, tool results older
+    # than the latest turns are cut to the cap, then older turns are summarised.
+    "COMPACT_THRESHOLD": env.float("OPENHIVE_COMPACT_THRESHOLD", default=0.8),
+    "COMPACT_KEEP_MESSAGES": env.int("OPENHIVE_COMPACT_KEEP_MESSAGES", default=6),
+    "COMPACT_TOOL_RESULT_CHARS": env.int("OPENHIVE_COMPACT_TOOL_RESULT_CHARS", default=2000),
 }
 
 LOG_LEVEL = env("OPENHIVE_LOG_LEVEL", default="INFO")
+# `plain` (the ids of the team, task and session appended) or `json` (one object a line).
+LOG_FORMAT = env("OPENHIVE_LOG_FORMAT", default="plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"scrub_secrets": {"()": "vault.scrubbing.ScrubSecretsFilter"}},
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {
+        "scrub_secrets": {"()": "openhive.core.scrubbing.ScrubSecretsFilter"},
+        "log_context": {"()": "openhive.core.logcontext.ContextFilter"},
+    },
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s%(ids)s"},
+        "json": {"()": "openhive.core.logcontext.JsonFormatter"},
+    },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["scrub_secrets"],
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["log_context", "scrub_secrets"],
         }
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},

@@ -8,8 +8,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from openhive.errors import DomainError
-from vault.scrubbing import scrub
+from openhive.core.errors import DomainError
+from openhive.core.scrubbing import scrub
 
 from .models import OrgOpLock, Task
 from .orchestration import task_requeue

@@ -9,10 +9,11 @@ from typing import Literal
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 
-from openhive.engine.api import SessionBrief, session_brief
-from openhive.errors import NotFound
-from teams.api import team_by_name
-from vault.scrubbing import scrub
+from openhive.core.api import Page, request_actor
+from openhive.core.errors import NotFound
+from openhive.core.scrubbing import scrub
+from openhive.engine.schemas import SessionBrief, session_brief
+from teams.selectors import team_get_or_404
 
 from .models import Task
 from .orchestration import task_delegate, task_requeue
@@ -26,10 +27,16 @@ PriorityName = Literal["critical", "high", "normal", "low"]
 MAX_OFFSET = 1_000_000_000
 
 
+# Inline enums: the schema names a Django choices class by its bare name, and "Type" (a task's)
+# and "Type" (a trigger's) would be documented as one.
+TaskStatus = Literal[tuple(Task.Status.values)]  # type: ignore[valid-type]
+TaskType = Literal[tuple(Task.Type.values)]  # type: ignore[valid-type]
+
+
 class TaskFilters(Schema):
     team: str | None = Field(None, min_length=1, max_length=64, description="team name")
-    status: Task.Status | None = None
-    type: Task.Type | None = None
+    status: TaskStatus | None = None
+    type: TaskType | None = None
     priority: PriorityName | None = None
     stop_reason: str | None = Field(None, max_length=20)
     limit: int = Field(50, ge=1, le=200)
@@ -53,12 +60,13 @@ class TaskOut(Schema):
     duration_ms: int | None
     attempts: int
     stop_reason: str
+    # Put back to wait for its model provider: not run before `run_after`, and why.
+    run_after: datetime | None
+    defer_count: int
+    defer_reason: str
 
 
-class TaskPage(Schema):
-    count: int
-    limit: int
-    offset: int
+class TaskPage(Page):
     items: list[TaskOut]
 
 
@@ -85,6 +93,9 @@ def _task_out(task: Task) -> dict:
         "duration_ms": task.duration_ms,
         "attempts": task.attempts,
         "stop_reason": task.stop_reason,
+        "run_after": task.run_after,
+        "defer_count": task.defer_count,
+        "defer_reason": scrub(task.defer_reason),
     }
 
 
@@ -98,7 +109,7 @@ def _task_or_404(task_id: int) -> Task:
 @router.get("", response=TaskPage, summary="Tasks, newest first")
 def tasks_list(request: HttpRequest, filters: Query[TaskFilters]) -> dict:
     rows = task_list(
-        team=team_by_name(filters.team) if filters.team is not None else None,
+        team=team_get_or_404(name=filters.team) if filters.team is not None else None,
         status=filters.status,
         type=filters.type,
         priority=priority_from_name(filters.priority) if filters.priority else None,
@@ -127,7 +138,7 @@ def tasks_detail(request: HttpRequest, task_id: int) -> dict:
 @router.post("/{task_id}/cancel", response=TaskOut, summary="Cancel a pending or running task")
 def tasks_cancel(request: HttpRequest, task_id: int) -> dict:
     _task_or_404(task_id)
-    user = getattr(request.auth, "username", "") or "api"
+    user = request_actor(request)
     task = task_cancel(task_id=task_id, reason=f"cancelled through the API by {user}")
     return _task_out(task)
 
@@ -152,8 +163,8 @@ class EnqueueOut(Schema):
     summary="Queue a task for a team (with an overlap policy)",
 )
 def tasks_enqueue(request: HttpRequest, payload: TaskIn) -> Status:
-    team = team_by_name(payload.team)
-    user = getattr(request.auth, "username", "") or "api"
+    team = team_get_or_404(name=payload.team)
+    user = request_actor(request)
     outcome = task_delegate(
         team=team,
         text=payload.text,
@@ -178,6 +189,6 @@ def tasks_enqueue(request: HttpRequest, payload: TaskIn) -> Status:
 )
 def tasks_requeue(request: HttpRequest, task_id: int) -> Status:
     _task_or_404(task_id)
-    user = getattr(request.auth, "username", "") or "api"
+    user = request_actor(request)
     task = task_requeue(task_id=task_id, requested_by=f"api:{user}")
     return Status(201, _task_out(Task.objects.select_related("team").get(pk=task.pk)))

@@ -10,15 +10,27 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from openhive.clock import clock_job
+from openhive.chat.services import outbox_put
+from openhive.core.jobs import clock_job
+from teams.models import TeamMessage
+from teams.services import teammessage_send
 
 from .models import Task
+from .services import task_mark_stall_escalated, tasks_reap_expired_leases
 
 logger = logging.getLogger("tasks.stalls")
 LOG_LINES = 50  # per run and level; the stats carry the full counts
 
 
-@clock_job("stall-detector", every_seconds=settings.OPENHIVE["STALL_CHECK_SECONDS"])
+REAP_EVERY_SECONDS = 5.0
+
+
+@clock_job("reap-expired-leases", every_seconds=REAP_EVERY_SECONDS, order=10)
+def reap_expired_leases(now: datetime) -> dict:
+    return tasks_reap_expired_leases(now=now)
+
+
+@clock_job("stall-detector", every_seconds=settings.OPENHIVE["STALL_CHECK_SECONDS"], order=30)
 def detect_stalls(now: datetime) -> dict:
     """Pending work older than STALL_WARN_SECONDS is a warning; pending or running work older
     than STALL_ERROR_SECONDS is an error, escalated once to the team's parent (from main: to
@@ -68,20 +80,13 @@ def _span(seconds: float) -> str:
 
 
 def _escalate(task: Task, age: timedelta) -> int:
-    from teams.messaging import teammessage_send
-    from teams.models import TeamMessage
-
     text = (
         f"Task #{task.pk} ({task.type}) of team {task.team.name} has been {task.status} for "
         f"{age.total_seconds() / 3600:.1f} h: {task.text[:200]}"
     )
     with transaction.atomic():
-        # Re-read under a lock: two leaders in a hand-over never escalate one task twice.
-        fresh = Task.objects.select_for_update().filter(pk=task.pk).first()
-        if fresh is None or fresh.options.get("stall_escalated"):
+        if not task_mark_stall_escalated(task_id=task.pk):
             return 0
-        fresh.options = {**fresh.options, "stall_escalated": True}
-        fresh.save(update_fields=["options"])
         if task.team.parent is not None:
             teammessage_send(
                 sender=task.team,
@@ -92,8 +97,6 @@ def _escalate(task: Task, age: timedelta) -> int:
                 correlation_id=f"stall:{task.pk}",
             )
         elif task.source_channel:
-            from openhive.chat.services import outbox_put
-
             outbox_put(
                 channel_id=task.source_channel,
                 topic_id=task.topic_id,

@@ -48,6 +48,11 @@ class Task(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # A task put back because its model provider stayed down waits until `run_after`; how
+    # often that happened and why are kept for the operator.
+    run_after = models.DateTimeField(null=True, blank=True)
+    defer_count = models.PositiveSmallIntegerField(default=0)
+    defer_reason = models.TextField(blank=True, default="")
     # The stop reason of the session that ended the task (completed, cancelled, timeout, ...).
     stop_reason = models.CharField(max_length=20, blank=True, default="")
 

@@ -10,15 +10,14 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from openhive.errors import Conflict, DomainError
+from openhive.core.errors import Conflict, DomainError, NotFound
 from teams.models import Team
 
-from .admission import team_critical_section
 from .models import Task
-from .services import task_cancel, task_enqueue
+from .selectors import in_flight_tasks
+from .services import task_cancel, task_enqueue, team_critical_section
 
 OVERLAP_POLICIES = ("allow", "skip", "replace", "confirm")
-STALE_IN_FLIGHT_MS = 600_000
 
 
 @dataclass
@@ -27,24 +26,6 @@ class Delegation:
     task: Task | None = None
     in_flight: list[dict] = field(default_factory=list)
     replaced: list[int] = field(default_factory=list)
-
-
-def in_flight_tasks(*, team: Team) -> list[dict]:
-    """The team's pending and running work, most urgent first (the overlap policies' view)."""
-    now = timezone.now()
-    rows = Task.objects.filter(
-        team=team, status__in=[Task.Status.PENDING, Task.Status.RUNNING]
-    ).order_by("-status", "priority", "created_at", "id")
-    out = []
-    for t in rows:
-        age_ms = int((now - t.created_at).total_seconds() * 1000)
-        entry = {"task_id": t.pk, "type": t.type, "status": t.status, "age_ms": age_ms}
-        if t.correlation_id:
-            entry["correlation_id"] = t.correlation_id
-        if age_ms > STALE_IN_FLIGHT_MS:
-            entry["stale"] = True
-        out.append(entry)
-    return out
 
 
 def task_delegate(
@@ -157,8 +138,6 @@ def task_handoff_to_parent(
 def task_requeue(*, task_id: int, requested_by: str = "") -> Task:
     """Queue a failed or cancelled task again as a new pending task (the old row keeps its
     history): same team, text, type, priority, channel and options."""
-    from openhive.errors import NotFound
-
     old = Task.objects.select_related("team").filter(pk=task_id).first()
     if old is None:
         raise NotFound(f"task {task_id} not found")

@@ -6,6 +6,7 @@ its children in parallel threads: wall-clock is the slowest child, not the sum."
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -13,16 +14,16 @@ from dataclasses import dataclass
 
 from django.db import connections
 
+from openhive.core.errors import DomainError
+from openhive.core.scrubbing import scrub
+from openhive.engine.lineage import current_origin
 from openhive.engine.models import Session
-from openhive.engine.session import SessionRequest, run_session
-from openhive.errors import DomainError
+from teams.agent import run_team_session
 from teams.models import Team
-from vault.scrubbing import scrub
 
-from .admission import task_admit_running
 from .models import Task
 from .runner import still_held_check, worker_id
-from .services import task_cancel, task_finish
+from .services import task_admit_running, task_cancel, task_finish
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +46,10 @@ def query_child(
     source_channel: str = "",
     parent_cancelled: Callable[[], bool] | None = None,
 ) -> QueryOutcome:
-    """Run one session of `child` on `query` and return its answer. Never raises."""
+    """Run one session of `child` on `query` and return its answer. Never raises. The
+    calling session (if any) is the child session's parent, in the database and the trace."""
     worker = f"{worker_id()}:query"
+    origin = current_origin()
     try:
         task = task_admit_running(
             team=child,
@@ -63,17 +66,16 @@ def query_child(
     def should_cancel() -> bool:
         return (parent_cancelled is not None and parent_cancelled()) or held()
 
-    outcome = run_session(
-        SessionRequest(
-            team=child,
-            content=query,
-            kind=Session.Kind.TASK,
-            task=task,
-            source_channel=source_channel,
-            actor=caller,
-            should_cancel=should_cancel,
-            timeout_seconds=timeout_ms / 1000,
-        )
+    outcome = run_team_session(
+        child,
+        query,
+        kind=Session.Kind.TASK,
+        task_id=task.pk,
+        source_channel=source_channel,
+        actor=caller,
+        should_cancel=should_cancel,
+        timeout_seconds=timeout_ms / 1000,
+        origin=origin,
     )
     answer = (outcome.content or "").strip()
     if outcome.ok and answer:
@@ -134,5 +136,8 @@ def query_children(
 
     if len(targets) == 1:
         return [one(targets[0])]
+    # Each pool thread runs in a copy of the caller's context: the calling session stays the
+    # parent of every child session, in the database and in the trace.
+    contexts = [contextvars.copy_context() for _ in targets]
     with ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="query") as pool:
-        return list(pool.map(pooled, targets))
+        return list(pool.map(lambda ctx, t: ctx.run(pooled, t), contexts, targets))

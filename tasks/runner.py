@@ -11,13 +11,26 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections
+from django.utils import timezone
 
+from openhive.engine import tracing
+from openhive.engine.budgets import TriggerWindow, window_since
 from openhive.engine.models import Session
-from openhive.engine.session import SessionRequest, outcome_text, run_session
+from openhive.engine.spec import SessionOutcome, outcome_text
+from teams.agent import run_team_session
 
-from .admission import task_claim_next
 from .models import Task
-from .services import task_finish, task_renew_lease
+from .services import (
+    task_claim_next,
+    task_defer,
+    task_finish,
+    task_release_dispatch,
+    task_renew_lease,
+)
+from .timing import ready_q
+
+# `_execute`'s word for a task put back in the queue to wait for its model provider.
+DEFERRED = "deferred"
 
 logger = logging.getLogger(__name__)
 
@@ -32,15 +45,22 @@ def run_task(task_id: int) -> str:
     claim checks the cap and the org-op mutex again, as other processes may have claimed."""
     close_old_connections()
     worker = worker_id()
-    row = Task.objects.filter(pk=task_id).values("team_id", "team__name", "status").first()
+    row = (
+        Task.objects.filter(pk=task_id).values("team_id", "team__name", "status", "options").first()
+    )
     if row is None or row["status"] != Task.Status.PENDING:
         return "not-claimed"
-    task = task_claim_next(
-        team_id=row["team_id"], team_name=row["team__name"], worker=worker, task_id=task_id
-    )
+    with tracing.queue_claim_span(
+        team=row["team__name"], task_id=task_id, carrier=(row["options"] or {}).get("trace")
+    ) as span:
+        task = task_claim_next(
+            team_id=row["team_id"], team_name=row["team__name"], worker=worker, task_id=task_id
+        )
+        span.set_attribute("openhive.claimed", task is not None)
+        _continue_trace(task)
     if task is None:
         # The team is full or under an org-op: the task waits and is handed out again.
-        Task.objects.filter(pk=task_id, status=Task.Status.PENDING).update(dispatched_at=None)
+        task_release_dispatch(task_id=task_id)
         return "not-admitted"
     return run_claimed(task, worker)
 
@@ -53,6 +73,7 @@ def run_next_task(worker: str | None = None) -> str | None:
     seen: set[int] = set()
     candidates = (
         Task.objects.filter(status=Task.Status.PENDING)
+        .filter(ready_q(timezone.now()))
         .order_by("priority", "created_at", "id")
         .values_list("team_id", "team__name")[:200]
     )
@@ -60,12 +81,22 @@ def run_next_task(worker: str | None = None) -> str | None:
         if team_id in seen:
             continue
         seen.add(team_id)
-        task = task_claim_next(
-            team_id=team_id, team_name=team_name, worker=worker, skip_locked=True
-        )
+        with tracing.queue_claim_span(team=team_name, task_id=None, carrier=None) as span:
+            task = task_claim_next(
+                team_id=team_id, team_name=team_name, worker=worker, skip_locked=True
+            )
+            span.set_attribute("openhive.claimed", task is not None)
+            _continue_trace(task)
         if task is not None:
             return run_claimed(task, worker)
     return None
+
+
+def _continue_trace(task: Task | None) -> None:
+    """Called inside the claim span: the task's session becomes its child, so the trace reads
+    parent's tool call → queue claim → session."""
+    if task is not None:
+        task.claim_trace = tracing.inject()
 
 
 def run_claimed(task: Task, worker: str) -> str:
@@ -85,6 +116,8 @@ def run_claimed(task: Task, worker: str) -> str:
     finally:
         stop_renewing.set()
         renewer.join(timeout=5)
+    if status == DEFERRED:
+        return Task.Status.PENDING
     finished = task_finish(
         task_id=task_id, worker=worker, status=status, result=result, stop_reason=stop_reason
     )
@@ -96,21 +129,44 @@ def run_claimed(task: Task, worker: str) -> str:
 def _execute(task: Task, worker: str) -> tuple[str, str, str]:
     if task.type == Task.Type.BOOTSTRAP and task.team.bootstrapped:
         return Task.Status.DONE, "already bootstrapped", ""
-    outcome = run_session(
-        SessionRequest(
-            team=task.team,
-            content=task.text,
-            kind=Session.Kind.TASK,
-            task=task,
-            topic=task.topic,
-            max_turns=task.options.get("max_turns"),
-            source_channel=task.source_channel,
-            should_cancel=still_held_check(task.pk, worker),
-            timeout_seconds=settings.TASK_TIMEOUT_SECONDS,
-        )
+    outcome = run_team_session(
+        task.team,
+        task.text,
+        kind=Session.Kind.TASK,
+        task_id=task.pk,
+        topic_id=task.topic_id,
+        topic_name=task.topic.name if task.topic_id else None,
+        max_turns=task.options.get("max_turns"),
+        source_channel=task.source_channel,
+        should_cancel=still_held_check(task.pk, worker),
+        timeout_seconds=settings.TASK_TIMEOUT_SECONDS,
+        origin={**task.options, "trace": getattr(task, "claim_trace", None) or {}},
+        trigger_window=trigger_window_of(task),
     )
+    if outcome.transient:
+        return _provider_down(task, worker, outcome)
     status = Task.Status.DONE if outcome.ok else Task.Status.FAILED
     return status, outcome_text(outcome), outcome.stop_reason
+
+
+def _provider_down(task: Task, worker: str, outcome: SessionOutcome) -> tuple[str, str, str]:
+    """The provider and its fallbacks stayed down: back to the queue with a delay, a bounded
+    number of times, then failed with the reason."""
+    reason = outcome.error or outcome.content
+    if task_defer(task_id=task.pk, worker=worker, reason=reason, retry_after=outcome.retry_after):
+        return DEFERRED, "", outcome.stop_reason
+    text = f"{outcome_text(outcome)} (put back {task.defer_count} time(s) already; giving up)"
+    return Task.Status.FAILED, text, outcome.stop_reason
+
+
+def trigger_window_of(task: Task) -> TriggerWindow | None:
+    """The watch window a trigger's task belongs to (its window budgets), from the options
+    the trigger stored with it."""
+    opened = window_since(task.options.get("window_opened_at"))
+    trigger_id = task.options.get("trigger_id")
+    if opened is None or not isinstance(trigger_id, int):
+        return None
+    return TriggerWindow(trigger_id=trigger_id, opened_at=opened)
 
 
 def still_held_check(task_id: int, worker: str) -> Callable[[], bool]:

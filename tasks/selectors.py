@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from datetime import datetime
+
+from django.db.models import Count, QuerySet
+from django.utils import timezone
 
 from openhive.engine.models import Session
+from teams.config import TeamConfig, config_path, load_team_config
 from teams.models import Team
 
-from .models import Task
+from .models import OrgOpLock, Task
+from .timing import ready_q, redispatch_cutoff
+
+STALE_IN_FLIGHT_MS = 600_000
+_CAP_CACHE: dict[str, tuple[float, int]] = {}
+DEFAULT_CAP = TeamConfig.model_fields["max_concurrent_daily_ops"].default
+
+
+def team_cap(name: str) -> int:
+    """`max_concurrent_daily_ops` from the team's config.yaml, re-read when the file changes."""
+    try:
+        mtime = config_path(name).stat().st_mtime
+    except OSError:
+        mtime = -1.0
+    cached = _CAP_CACHE.get(name)
+    if cached is not None and cached[0] == mtime:
+        return cached[1]
+    try:
+        cap = load_team_config(name).max_concurrent_daily_ops
+    except Exception:  # a broken config must not stop the queue: fall back to the default
+        cap = DEFAULT_CAP
+    _CAP_CACHE[name] = (mtime, cap)
+    return cap
+
 
 # Ids are 64-bit; anything outside can name no row (and some backends refuse to bind it).
 MAX_ID = 2**63 - 1
@@ -42,3 +69,134 @@ def task_get(*, task_id: int) -> Task | None:
 def task_sessions(*, task: Task) -> list[Session]:
     """The sessions that worked on a task, oldest first (a retried task has several)."""
     return list(Session.objects.filter(task=task).order_by("started_at", "id"))
+
+
+def task_counts_by_status(*, team: Team | None = None) -> dict[str, int]:
+    """Every status with its count (zero included), for one team or all."""
+    rows = Task.objects.all() if team is None else Task.objects.filter(team=team)
+    counts = dict(rows.order_by().values_list("status").annotate(n=Count("id")))
+    return {status: counts.get(status, 0) for status in Task.Status.values}
+
+
+PENDING_SHOWN = 20
+
+
+def team_status(team: Team) -> dict:
+    """Live queue state of one team (get_status): running daily-ops against the cap, whether
+    an org-op holds the mutex, pending work only (finished history is not queue depth)."""
+    cap = team_cap(team.name)
+    running = list(
+        Task.objects.filter(team=team, status=Task.Status.RUNNING).order_by("started_at", "id")
+    )
+    pending = Task.objects.filter(team=team, status=Task.Status.PENDING).order_by(
+        "priority", "created_at", "id"
+    )
+    current = running[0] if running else None
+    if current is None:
+        current_task = None
+    elif current.type == Task.Type.BOOTSTRAP:
+        current_task = "(initializing)"
+    else:
+        current_task = current.text[:200]
+    return {
+        "team": team.name,
+        "status": team.status,
+        "active_daily_ops": len(running),
+        "max_concurrent_daily_ops": cap,
+        "saturation": len(running) >= cap,
+        "org_op_pending": OrgOpLock.objects.filter(
+            team=team, expires_at__gt=timezone.now()
+        ).exists(),
+        "queue_depth": pending.count(),
+        "current_task": current_task,
+        "pending_tasks": [
+            {
+                "task_id": t.pk,
+                "type": t.type,
+                "priority": t.priority_name,
+                "text": t.text[:200],
+                "created_at": t.created_at.isoformat(),
+            }
+            for t in pending[:PENDING_SHOWN]
+        ],
+    }
+
+
+def tasks_running_count() -> int:
+    return Task.objects.filter(status=Task.Status.RUNNING).count()
+
+
+def dispatched_unclaimed_count(*, now: datetime) -> int:
+    return Task.objects.filter(
+        status=Task.Status.PENDING, dispatched_at__gt=redispatch_cutoff(now)
+    ).count()
+
+
+def team_room(*, now: datetime) -> dict[int, int]:
+    """Free daily-op slots per team with pending work (cap - running - handed out but
+    unclaimed); teams under an org-op get none."""
+    stale = redispatch_cutoff(now)
+
+    def per_team(rows) -> dict[int, int]:
+        return dict(
+            rows.order_by().values("team_id").annotate(n=Count("id")).values_list("team_id", "n")
+        )
+
+    running = per_team(Task.objects.filter(status=Task.Status.RUNNING))
+    handed = per_team(Task.objects.filter(status=Task.Status.PENDING, dispatched_at__gt=stale))
+    waiting = (
+        Task.objects.filter(status=Task.Status.PENDING)
+        .filter(ready_q(now))
+        .order_by()
+        .values_list("team_id", "team__name")
+        .distinct()
+    )
+    locked = set(OrgOpLock.objects.filter(expires_at__gt=now).values_list("team_id", flat=True))
+    return {
+        pk: 0 if pk in locked else max(0, team_cap(name) - running.get(pk, 0) - handed.get(pk, 0))
+        for pk, name in waiting
+    }
+
+
+def tasks_admissible(*, now: datetime, limit: int) -> list[int]:
+    """Pending, not recently handed out, in strict priority then FIFO order, at most as many
+    per team as it has free slots."""
+    stale = redispatch_cutoff(now)
+    room = team_room(now=now)
+    picked: list[int] = []
+    candidates = (
+        Task.objects.filter(
+            status=Task.Status.PENDING, team_id__in=[t for t, r in room.items() if r]
+        )
+        .filter(ready_q(now))
+        .exclude(dispatched_at__gt=stale)
+        .order_by("priority", "created_at", "id")
+        .values_list("id", "team_id")
+    )
+    for task_id, team_id in candidates.iterator(chunk_size=500):
+        if len(picked) >= limit:
+            break
+        if room.get(team_id, 0) > 0:
+            room[team_id] -= 1
+            picked.append(task_id)
+        elif not any(room.values()):
+            break
+    return picked
+
+
+def in_flight_tasks(*, team: Team) -> list[dict]:
+    """The team's pending and running work, most urgent first (the overlap policies' view)."""
+    now = timezone.now()
+    rows = Task.objects.filter(
+        team=team, status__in=[Task.Status.PENDING, Task.Status.RUNNING]
+    ).order_by("-status", "priority", "created_at", "id")
+    out = []
+    for t in rows:
+        age_ms = int((now - t.created_at).total_seconds() * 1000)
+        entry = {"task_id": t.pk, "type": t.type, "status": t.status, "age_ms": age_ms}
+        if t.correlation_id:
+            entry["correlation_id"] = t.correlation_id
+        if age_ms > STALE_IN_FLIGHT_MS:
+            entry["stale"] = True
+        out.append(entry)
+    return out

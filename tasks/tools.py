@@ -10,9 +10,9 @@ from django.conf import settings
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
 
-from openhive.errors import DomainError
-from openhive.tools.context import ToolContext
-from openhive.tools.registry import tool
+from openhive.core.context import ToolContext
+from openhive.core.errors import DomainError
+from openhive.core.registry import tool
 from teams.guards import child_team
 
 from .models import Task
@@ -208,7 +208,7 @@ def query_team(ctx: ToolContext, args: QueryTeamArgs) -> dict:
         parent_cancelled=_parent_cancelled(ctx),
     )
     if not outcome.ok:
-        raise DomainError(f"query_team failed: {outcome.result_or_error}", code="QUERY_FAILED")
+        raise DomainError(f"query_team failed: {outcome.result_or_error}", code="query_failed")
     return {"team": child.name, "response": outcome.result_or_error}
 
 
@@ -238,7 +238,7 @@ class QueryTeamsArgs(BaseModel):
 def query_teams(ctx: ToolContext, args: QueryTeamsArgs) -> dict:
     names = [t.team for t in args.targets]
     if len(set(names)) != len(names):
-        raise DomainError("each team may appear only once in targets", code="INVALID_INPUT")
+        raise DomainError("each team may appear only once in targets", code="invalid_input")
     # Every target is checked before anything runs: a bad one runs none.
     children = [child_team(ctx, t.team) for t in args.targets]
     default = _timeout_ms(args.default_timeout_ms)

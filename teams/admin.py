@@ -1,26 +1,15 @@
-"""Back office for the org tree. Teams are created and shut down by the services (spawn and
-shutdown scaffold and remove workspaces), so the admin edits descriptions and scope keywords
-only; adding or deleting a row here would leave the workspace behind."""
+"""Back office for the tree as data: scope keywords and the messages between teams. The team
+rows themselves are managed in `openhive.org.admin` (spawn and shutdown are org use cases)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
-from django.contrib import admin, messages
-from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
-from django.urls import path
+from django.contrib import admin
 
-from openhive.engine.admin import NoEditAdmin
-from openhive.errors import DomainError
-from tasks.models import Task
-from vault.scrubbing import scrub
+from openhive.core.admin import NoEditAdmin
+from openhive.core.scrubbing import scrub
 
-from .models import MAIN_TEAM, ScopeKeyword, Team, TeamMessage
-from .selectors import team_status
-from .services import team_shutdown
+from .models import ScopeKeyword, TeamMessage
 
 
 class ScopeKeywordForm(forms.ModelForm):
@@ -37,93 +26,6 @@ class ScopeKeywordInline(admin.TabularInline):
     model = ScopeKeyword
     form = ScopeKeywordForm
     extra = 1
-
-
-@admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
-    list_display = (
-        "name",
-        "parent",
-        "status",
-        "bootstrapped",
-        "keyword_list",
-        "pending_tasks",
-        "created_at",
-    )
-    list_filter = ("status", "bootstrapped", ("parent", admin.RelatedOnlyFieldListFilter))
-    search_fields = ("name", "description", "scope_keywords__keyword")
-    fields = ("name", "parent", "description", "status", "bootstrapped", "created_at", "updated_at")
-    readonly_fields = ("name", "parent", "status", "bootstrapped", "created_at", "updated_at")
-    inlines = (ScopeKeywordInline,)
-    actions = ("shutdown_teams",)
-    change_list_template = "admin/teams/team/change_list.html"
-
-    def get_urls(self):
-        tree = path("tree/", self.admin_site.admin_view(self.org_tree_view), name="teams_org_tree")
-        return [tree, *super().get_urls()]
-
-    def org_tree_view(self, request: HttpRequest) -> HttpResponse:
-        """The whole org tree with each team's live queue state."""
-        main = Team.objects.filter(name=MAIN_TEAM).first()
-        rows: list[dict] = []
-
-        def walk(team: Team, depth: int, seen: set[int]) -> None:
-            rows.append({**team_status(team), "team": team, "depth": depth, "indent": depth * 24})
-            for child in team.children.order_by("name"):
-                if child.pk not in seen:
-                    walk(child, depth + 1, seen | {child.pk})
-
-        if main is not None:
-            walk(main, 0, {main.pk})
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Org tree",
-            "rows": rows,
-            "opts": self.model._meta,
-        }
-        return TemplateResponse(request, "admin/teams/org_tree.html", context)
-
-    @admin.action(
-        description="Shut down selected teams (and their descendants)", permissions=["change"]
-    )
-    def shutdown_teams(self, request: HttpRequest, queryset: QuerySet[Team]) -> None:
-        removed: list[str] = []
-        refused: list[str] = []
-        for name in queryset.values_list("name", flat=True):
-            team = Team.objects.filter(name=name).first()
-            if team is None:  # already removed with an ancestor selected beside it
-                continue
-            try:
-                removed += team_shutdown(team=team, cascade=True)
-            except DomainError as exc:
-                refused.append(exc.message)
-        if removed:
-            self.message_user(request, f"Shut down: {', '.join(removed)}.", messages.SUCCESS)
-        if refused:
-            self.message_user(request, "; ".join(refused), messages.WARNING)
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
-        return (
-            super()
-            .get_queryset(request)
-            .select_related("parent")
-            .prefetch_related("scope_keywords")
-            .annotate(pending=Count("tasks", filter=Q(tasks__status=Task.Status.PENDING)))
-        )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    @admin.display(description="keywords")
-    def keyword_list(self, obj: Team) -> str:
-        return ", ".join(k.keyword for k in obj.scope_keywords.all())
-
-    @admin.display(description="pending tasks", ordering="pending")
-    def pending_tasks(self, obj: Team) -> int:
-        return obj.pending
 
 
 @admin.register(ScopeKeyword)

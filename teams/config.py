@@ -7,10 +7,33 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openhive import paths
-from openhive.errors import DomainError
+from openhive.core import paths
+from openhive.core.errors import DomainError
+from openhive.engine.budgets import Budgets
 
 from .models import MAIN_TEAM
+
+
+class WebConfig(BaseModel):
+    """web_fetch settings of a team."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Hosts the team may fetch: exact names or `*.example.com` (strict subdomains); empty = any
+    # public host. The SSRF address rules apply either way.
+    allowed_domains: list[str] = Field(default_factory=list)
+
+
+class RateLimitBucket(BaseModel):
+    """A token bucket: `burst` requests at once, refilled at `rps` per second. web_fetch takes
+    a token from the bucket its `rate_limit_key` names, and from every bucket whose `domain`
+    matches the request's host, so a limit holds even when the model names no key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rps: float = Field(gt=0, le=10_000)
+    burst: float = Field(ge=1, le=100_000)
+    domain: str | None = None
 
 
 class TeamConfig(BaseModel):
@@ -24,6 +47,10 @@ class TeamConfig(BaseModel):
     provider_profile: str = "default"
     max_turns: int = Field(default=50, ge=1, le=500)
     max_concurrent_daily_ops: int = Field(default=5, ge=1, le=100)
+    web: WebConfig = Field(default_factory=WebConfig)
+    rate_limit_buckets: dict[str, RateLimitBucket] = Field(default_factory=dict)
+    # Tokens and dollars per task, per day and per trigger window; none set = no limit.
+    budgets: Budgets = Field(default_factory=Budgets)
 
 
 def config_path(name: str) -> Path:

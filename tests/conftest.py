@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vault import scrubbing
+from openhive.core import scrubbing
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +76,7 @@ def scrubbed_caplog(caplog):
     """caplog as production logs: the secret scrub filter on the handler, everything captured."""
     import logging
 
-    from vault.scrubbing import ScrubSecretsFilter
+    from openhive.core.scrubbing import ScrubSecretsFilter
 
     scrub_filter = ScrubSecretsFilter()
     caplog.handler.addFilter(scrub_filter)

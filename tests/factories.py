@@ -20,3 +20,25 @@ class TaskFactory(factory.django.DjangoModelFactory):
 
     team = factory.SubFactory(TeamFactory)
     text = factory.Faker("sentence")
+
+
+def claim(*, task_id: int, worker: str, now=None) -> Task | None:
+    """Claim exactly this task as a worker does, through the real claim path (the team's cap
+    and its org-op mutex apply). `now`, when given, is the claim's clock."""
+    import time_machine
+
+    from tasks.services import task_claim_next
+
+    row = Task.objects.filter(pk=task_id).values("team_id", "team__name").first()
+    if row is None:
+        return None
+
+    def run() -> Task | None:
+        return task_claim_next(
+            team_id=row["team_id"], team_name=row["team__name"], worker=worker, task_id=task_id
+        )
+
+    if now is None:
+        return run()
+    with time_machine.travel(now, tick=False):
+        return run()

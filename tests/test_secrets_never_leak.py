@@ -7,76 +7,77 @@ from __future__ import annotations
 import logging
 
 import pytest
-from django.core import serializers
+from django.utils import timezone
 
-from openhive import paths
-from openhive.chat.models import Message, OutboxMessage, Topic
-from openhive.chat.services import message_record, message_rescrub, topic_default
-from openhive.engine.models import LlmExchange, Session, ToolCall
-from openhive.engine.session import SessionRequest, run_session
+from openhive.chat.models import OutboxMessage
+from openhive.chat.services import message_record, message_rescrub, topic_open
+from openhive.core import paths
+from openhive.engine.models import Session, ToolCall
 from tasks.models import Task
 from tasks.runner import run_task
+from teams.agent import run_team_session
 from teams.models import Team
+from tests.leaks import TRICKY_SECRETS, every_database_value, every_file, found_in
 from vault import crypto
 from vault.models import VaultEntry
 
 # run_task closes stale connections as a worker must, so these tests commit for real.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("vault_key")]
 
-SECRET = "s3cr3t-value-123456"
+SECRETS = {"plain": "s3cr3t-value-123456", **TRICKY_SECRETS}
 CHANNEL = "web:alice"
 
-SCRIPT = [
-    {
-        "when": {"team": "main", "last": "user", "matches": "(?i)spawn .*ops"},
-        "reply": {
-            "content": f"Creating ops with the token {SECRET}.",
-            "tool_calls": [
-                {
-                    "name": "spawn_team",
-                    "arguments": {
-                        "name": "ops",
-                        "description": "Operations",
-                        "scope_accepts": ["deployments"],
-                        "init_context": f"Deploy with the API token {SECRET} on Fridays.",
-                        "credentials": [{"key": "API_TOKEN", "value": SECRET}],
-                    },
-                }
-            ],
+
+def script(SECRET: str) -> list[dict]:
+    return [
+        {
+            "when": {"team": "main", "last": "user", "matches": "(?i)spawn .*ops"},
+            "reply": {
+                "content": f"Creating ops with the token {SECRET}.",
+                "tool_calls": [
+                    {
+                        "name": "spawn_team",
+                        "arguments": {
+                            "name": "ops",
+                            "description": "Operations",
+                            "scope_accepts": ["deployments"],
+                            "init_context": f"Deploy with the API token {SECRET} on Fridays.",
+                            "credentials": [{"key": "API_TOKEN", "value": SECRET}],
+                        },
+                    }
+                ],
+            },
         },
-    },
-    {
-        "when": {"team": "main", "last": "tool", "tool": "spawn_team"},
-        "reply": {
-            "tool_calls": [
-                {
-                    "name": "delegate_task",
-                    "arguments": {"team": "ops", "task": f"Check the API with token {SECRET}"},
-                }
-            ]
+        {
+            "when": {"team": "main", "last": "tool", "tool": "spawn_team"},
+            "reply": {
+                "tool_calls": [
+                    {
+                        "name": "delegate_task",
+                        "arguments": {"team": "ops", "task": f"Check the API with token {SECRET}"},
+                    }
+                ]
+            },
         },
-    },
-    {
-        "when": {"team": "main", "last": "tool", "tool": "delegate_task"},
-        "reply": {"content": f"Done. For the record, your token is {SECRET}."},
-    },
-    {"when": {"team": "ops"}, "reply": {"content": f"Ready. I will use {SECRET} carefully."}},
-]
+        {
+            "when": {"team": "main", "last": "tool", "tool": "delegate_task"},
+            "reply": {"content": f"Done. For the record, your token is {SECRET}."},
+        },
+        {"when": {"team": "ops"}, "reply": {"content": f"Ready. I will use {SECRET} carefully."}},
+    ]
 
 
 def chat_turn(main_team, content: str) -> str:
     """What the chat does with one inbound message (store, run the main agent, store reply)."""
-    topic = topic_default(channel_id=CHANNEL)
+    topic = topic_open(channel_id=CHANNEL, name="General", now=timezone.now())
     inbound = message_record(topic=topic, sender_id="alice", role="user", content=content)
-    outcome = run_session(
-        SessionRequest(
-            team=main_team,
-            content=inbound.content,
-            kind=Session.Kind.CHAT,
-            topic=topic,
-            source_channel=CHANNEL,
-            actor="user:alice",
-        )
+    outcome = run_team_session(
+        main_team,
+        inbound.content,
+        kind=Session.Kind.CHAT,
+        topic_id=topic.pk,
+        source_channel=CHANNEL,
+        actor="user:alice",
     )
     message_rescrub(message_id=inbound.pk)
     assert outcome.ok, outcome.error
@@ -84,15 +85,11 @@ def chat_turn(main_team, content: str) -> str:
     return outcome.content
 
 
-def every_row_as_text() -> dict[str, str]:
-    models = [ToolCall, LlmExchange, Session, Message, OutboxMessage, Task, Topic, Team]
-    return {m.__name__: serializers.serialize("json", m.objects.all()) for m in models}
-
-
+@pytest.mark.parametrize("SECRET", SECRETS.values(), ids=SECRETS.keys())
 def test_a_secret_given_in_chat_appears_nowhere_but_the_vault(
-    main_team, scripted_provider, scrubbed_caplog
+    SECRET, main_team, scripted_provider, scrubbed_caplog
 ):
-    scripted_provider(SCRIPT)
+    scripted_provider(script(SECRET))
     reply = chat_turn(main_team, f"Please spawn a team for ops; the API token is {SECRET}")
     logging.getLogger("openhive.test").warning("after the spawn the token is %s", SECRET)
     logging.getLogger("openhive.test").info(f"inline formatting of {SECRET}")
@@ -107,26 +104,27 @@ def test_a_secret_given_in_chat_appears_nowhere_but_the_vault(
     assert OutboxMessage.objects.count() == 2
     assert ToolCall.objects.filter(success=True).count() == 2
 
-    # Nowhere in the database but the vault.
-    rows = every_row_as_text()
-    leaks = [name for name, text in rows.items() if SECRET in text]
-    assert leaks == []
-    assert "[REDACTED]" in rows["LlmExchange"] and "[REDACTED]" in rows["Message"]
+    # Nowhere in the database but the vault, in no written form.
+    rows = every_database_value()
+    leaks = {name: found_in(text, SECRET) for name, text in rows.items()}
+    assert {name: forms for name, forms in leaks.items() if forms} == {}
+    assert "[REDACTED]" in rows["engine.LlmExchange"] and "[REDACTED]" in rows["chat.Message"]
 
     # The vault holds ciphertext that decrypts to the secret.
     entry = VaultEntry.objects.get(team=ops, key="API_TOKEN")
     raw = VaultEntry.objects.filter(pk=entry.pk).values_list("value", flat=True).get()
-    assert SECRET not in raw and crypto.decrypt(raw) == SECRET
+    assert found_in(raw, SECRET) == [] and crypto.decrypt(raw) == SECRET
 
     # No file in any workspace.
-    for path in paths.teams_dir().rglob("*"):
-        if path.is_file():
-            assert SECRET not in path.read_text(errors="ignore"), path
+    files = every_file(paths.teams_dir())
+    assert (
+        files
+        and {name: found_in(t, SECRET) for name, t in files.items() if found_in(t, SECRET)} == {}
+    )
 
     # No captured log line.
     records = scrubbed_caplog.records
     assert any(r.getMessage() == "after the spawn the token is [REDACTED]" for r in records)
-    assert SECRET not in scrubbed_caplog.text
+    assert found_in(scrubbed_caplog.text, SECRET) == []
     for record in records:
-        assert SECRET not in record.getMessage()
-        assert SECRET not in (record.exc_text or "")
+        assert found_in(record.getMessage() + (record.exc_text or ""), SECRET) == []

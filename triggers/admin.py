@@ -9,16 +9,16 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from openhive.errors import DomainError
+from openhive.core.errors import DomainError
 
-from .firing import trigger_test
 from .models import TriggerConfig, TriggerEvent
+from .schemas import UPDATABLE
 from .selectors import trigger_next_fire, trigger_when
 from .services import (
-    UPDATABLE,
     trigger_create,
     trigger_disable,
     trigger_enable,
+    trigger_test,
     trigger_update,
 )
 from .validation import validate_config, validate_fields, validate_targeting
@@ -27,20 +27,7 @@ from .validation import validate_config, validate_fields, validate_targeting
 class TriggerForm(forms.ModelForm):
     class Meta:
         model = TriggerConfig
-        fields = (
-            "team",
-            "name",
-            "type",
-            "config",
-            "task",
-            "subagent",
-            "skill",
-            "max_turns",
-            "failure_threshold",
-            "overlap_policy",
-            "timezone",
-            "misfire_policy",
-        )
+        fields = ("team", "name", "type", *UPDATABLE)
 
     def clean(self) -> dict:
         data = super().clean()
@@ -129,7 +116,7 @@ class TriggerConfigAdmin(admin.ModelAdmin):
             max_turns=data.get("max_turns"),
             failure_threshold=data.get("failure_threshold"),
             overlap_policy=data.get("overlap_policy"),
-            timezone_name=data.get("timezone") or "",
+            timezone=data.get("timezone") or "",
             misfire_policy=data.get("misfire_policy"),
         )
         obj.pk = saved.pk

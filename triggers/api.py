@@ -8,19 +8,16 @@ from typing import Any, Literal
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 
-from openhive.errors import NotFound
-from teams.api import team_by_name
-from vault.scrubbing import scrub
+from openhive.core.errors import NotFound
+from openhive.core.scrubbing import scrub
+from teams.selectors import team_get_or_404
 
-from .firing import trigger_test
 from .models import TriggerConfig
+from .schemas import TriggerFields
 from .selectors import trigger_get, trigger_list, trigger_summary
-from .services import trigger_create, trigger_disable, trigger_enable, trigger_update
+from .services import trigger_create, trigger_disable, trigger_enable, trigger_test, trigger_update
 
 router = Router(tags=["triggers"])
-
-OverlapPolicy = Literal["skip-then-replace", "always-skip", "always-replace", "allow"]
-MisfirePolicy = Literal["skip", "run_once"]
 
 
 class TriggerOut(Schema):
@@ -52,31 +49,16 @@ class TriggerFilters(Schema):
     state: TriggerConfig.State | None = None
 
 
-class TriggerIn(Schema):
+class TriggerIn(Schema, TriggerFields):
     team: str = Field(min_length=1, max_length=64)
     name: str = Field(min_length=1, max_length=100)
     type: TriggerConfig.Type
     config: dict[str, Any]
     task: str = Field(min_length=1)
-    subagent: str = ""
-    skill: str = ""
-    max_turns: int | None = Field(None, ge=1, le=500)
-    failure_threshold: int | None = Field(None, ge=1, le=100)
-    overlap_policy: OverlapPolicy | None = None
-    timezone: str = ""
-    misfire_policy: MisfirePolicy | None = None
 
 
-class TriggerPatch(Schema):
+class TriggerPatch(Schema, TriggerFields):
     config: dict[str, Any] | None = None
-    task: str | None = Field(None, min_length=1)
-    subagent: str | None = None
-    skill: str | None = None
-    max_turns: int | None = Field(None, ge=1, le=500)
-    failure_threshold: int | None = Field(None, ge=1, le=100)
-    overlap_policy: OverlapPolicy | None = None
-    timezone: str | None = None
-    misfire_policy: MisfirePolicy | None = None
 
 
 class DisableIn(Schema):
@@ -96,7 +78,7 @@ def _out(trigger: TriggerConfig) -> dict:
 
 
 def _trigger_or_404(team: str, name: str) -> TriggerConfig:
-    trigger = trigger_get(team=team_by_name(team), name=name)
+    trigger = trigger_get(team=team_get_or_404(name=team), name=name)
     if trigger is None:
         raise NotFound(f'trigger "{name}" not found for team "{team}"')
     return trigger
@@ -104,25 +86,19 @@ def _trigger_or_404(team: str, name: str) -> TriggerConfig:
 
 @router.get("", response=list[TriggerOut], summary="Triggers, by team and name")
 def triggers_list(request: HttpRequest, filters: Query[TriggerFilters]) -> list[dict]:
-    team = team_by_name(filters.team) if filters.team is not None else None
+    team = team_get_or_404(name=filters.team) if filters.team is not None else None
     return [_out(t) for t in trigger_list(team=team, state=filters.state)]
 
 
 @router.post("", response={201: TriggerOut}, summary="Create a trigger (pending)")
 def triggers_create(request: HttpRequest, body: TriggerIn) -> Status:
     trigger = trigger_create(
-        team=team_by_name(body.team),
+        team=team_get_or_404(name=body.team),
         name=body.name,
         type=body.type,
         config=body.config,
         task=body.task,
-        subagent=body.subagent,
-        skill=body.skill,
-        max_turns=body.max_turns,
-        failure_threshold=body.failure_threshold,
-        overlap_policy=body.overlap_policy,
-        timezone_name=body.timezone,
-        misfire_policy=body.misfire_policy,
+        **body.options(),
     )
     return Status(201, _out(trigger))
 
@@ -135,7 +111,9 @@ def triggers_detail(request: HttpRequest, team: str, name: str) -> dict:
 @router.patch("/{team}/{name}", response=TriggerOut, summary="Update a trigger")
 def triggers_update(request: HttpRequest, team: str, name: str, body: TriggerPatch) -> dict:
     trigger = _trigger_or_404(team, name)
-    changes = body.model_dump(exclude_none=True)
+    changes = body.changes()
+    if body.config is not None:
+        changes["config"] = body.config
     return _out(trigger_update(trigger=trigger, changes=changes))
 
 

@@ -10,6 +10,8 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from openhive.core import saferegex
+
 # A slot found this late is still "the current slot" (a short restart, a slow tick); later
 # than this, the engine was down and the misfire policy decides.
 MISFIRE_GRACE = timedelta(seconds=60)
@@ -202,7 +204,10 @@ def rate_limit_allows(*, recent: list[datetime], now: datetime, limit: int, per:
 
 def message_matches(*, type: str, config: dict, channel_id: str, topic_id: int, text: str) -> bool:
     """message: channel/topic filters and an optional regex; keyword: the same filters and a
-    word list (whole words) or a regex. All matching ignores case."""
+    word list (whole words) or a regex. All matching ignores case. User patterns run on RE2
+    (linear time) over at most the first MAX_INPUT_CHARS characters; keywords are escaped
+    literals, for which Python's engine is linear too."""
+    text = text[: saferegex.MAX_INPUT_CHARS]
     if config.get("channel") and config["channel"] != channel_id:
         return False
     if config.get("topic_id") is not None and config["topic_id"] != topic_id:
@@ -213,6 +218,6 @@ def message_matches(*, type: str, config: dict, channel_id: str, topic_id: int, 
                 re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text, re.IGNORECASE)
                 for word in config["keywords"]
             )
-        return bool(re.search(config["regex"], text, re.IGNORECASE))
+        return saferegex.search(config["regex"], text, ignore_case=True)
     pattern = config.get("pattern")
-    return True if not pattern else bool(re.search(pattern, text, re.IGNORECASE))
+    return True if not pattern else saferegex.search(pattern, text, ignore_case=True)

@@ -12,6 +12,16 @@ def trigger_get(*, team, name: str) -> TriggerConfig | None:
     return TriggerConfig.objects.select_related("team").filter(team=team, name=name).first()
 
 
+def triggers_listening() -> list[TriggerConfig]:
+    """Active message and keyword triggers: the ones an inbound chat message may fire."""
+    return list(
+        TriggerConfig.objects.filter(
+            state=TriggerConfig.State.ACTIVE,
+            type__in=[TriggerConfig.Type.MESSAGE, TriggerConfig.Type.KEYWORD],
+        )
+    )
+
+
 def trigger_list(*, team=None, state: str | None = None) -> QuerySet[TriggerConfig]:
     rows = TriggerConfig.objects.select_related("team", "active_task")
     if team is not None:

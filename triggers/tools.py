@@ -2,42 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
-from openhive.errors import NotAllowed, NotFound
-from openhive.tools.context import ToolContext
-from openhive.tools.registry import tool
-from teams.selectors import team_get
+from openhive.core.context import ToolContext
+from openhive.core.errors import NotFound
+from openhive.core.registry import tool
+from teams.guards import child_team
 
-from .firing import trigger_test
 from .models import TriggerConfig
+from .schemas import TriggerFields, TriggerSettings, TriggerType
 from .selectors import trigger_get, trigger_list, trigger_summary
-from .services import trigger_create, trigger_disable, trigger_enable, trigger_update
-
-OverlapPolicy = Literal["skip-then-replace", "always-skip", "always-replace", "allow"]
-
-
-class TriggerSettings(BaseModel):
-    """The per-type config; set only the fields of the trigger's type."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    cron: str | None = Field(None, description="schedule: 5-field cron, e.g. '0 9 * * 1-5'")
-    pattern: str | None = Field(None, description="message: optional regex (case-insensitive)")
-    keywords: list[str] | None = Field(None, description="keyword: words that fire it")
-    regex: str | None = Field(None, description="keyword: a regex instead of a word list")
-    channel: str | None = Field(None, description="message/keyword: only this channel id")
-    topic_id: int | None = Field(None, description="message/keyword: only this topic")
-    rate_per_minute: int | None = Field(None, description="message/keyword: cap (default 10)")
-    watch_window: str | None = Field(None, description="window: cron of the open minutes")
-    tick_interval_ms: int | None = Field(None, description="window: tick cadence (>= 1000)")
-    max_ticks_per_window: int | None = Field(None, description="window: tick cap (required)")
-    max_tokens_per_window: int | None = Field(None, description="window: token cap (required)")
-
-    def as_config(self) -> dict:
-        return self.model_dump(exclude_none=True)
+from .services import trigger_create, trigger_disable, trigger_enable, trigger_test, trigger_update
 
 
 class TeamTrigger(BaseModel):
@@ -47,33 +22,16 @@ class TeamTrigger(BaseModel):
     trigger_name: str = Field(min_length=1)
 
 
-class CreateTriggerArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class CreateTriggerArgs(TriggerFields):
     team: str = Field(min_length=1, description="One of your child teams")
     name: str = Field(min_length=1, description="Lowercase slug, unique in the team")
-    type: Literal["schedule", "message", "keyword", "window"]
+    type: TriggerType
     config: TriggerSettings
     task: str = Field(min_length=1, description="What the team does when it fires")
-    subagent: str | None = Field(None, description="Route straight to this subagent")
-    skill: str | None = Field(None, description="Skill for the subagent (needs subagent)")
-    max_turns: int | None = Field(None, ge=1, le=500)
-    failure_threshold: int | None = Field(None, ge=1, le=100)
-    overlap_policy: OverlapPolicy | None = None
-    timezone: str | None = Field(None, description="IANA name; default the server's TZ")
-    misfire_policy: Literal["skip", "run_once"] | None = None
 
 
-class UpdateTriggerArgs(TeamTrigger):
+class UpdateTriggerArgs(TeamTrigger, TriggerFields):
     config: TriggerSettings | None = None
-    task: str | None = Field(None, min_length=1)
-    subagent: str | None = None
-    skill: str | None = None
-    max_turns: int | None = Field(None, ge=1, le=500)
-    failure_threshold: int | None = Field(None, ge=1, le=100)
-    overlap_policy: OverlapPolicy | None = None
-    timezone: str | None = None
-    misfire_policy: Literal["skip", "run_once"] | None = None
 
 
 class DisableTriggerArgs(TeamTrigger):
@@ -88,19 +46,6 @@ class ListTriggersArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     team: str = Field(min_length=1, description="One of your child teams")
-
-
-def child_team(ctx: ToolContext, name: str):
-    team = team_get(name=name)
-    if team is None:
-        raise NotFound(f'team "{name}" not found')
-    if team.parent_id != ctx.team.pk:
-        raise NotAllowed(
-            f'caller is not parent of target team: "{name}" is not a child of '
-            f'"{ctx.team.name}"; only a team\'s parent manages its triggers',
-            code="NOT_PARENT",
-        )
-    return team
 
 
 def _trigger(ctx: ToolContext, args: TeamTrigger) -> TriggerConfig:
@@ -128,14 +73,8 @@ def create_trigger(ctx: ToolContext, args: CreateTriggerArgs) -> dict:
         type=args.type,
         config=args.config.as_config(),
         task=args.task,
-        subagent=args.subagent or "",
-        skill=args.skill or "",
-        max_turns=args.max_turns,
-        failure_threshold=args.failure_threshold,
-        overlap_policy=args.overlap_policy,
-        timezone_name=args.timezone or "",
-        misfire_policy=args.misfire_policy,
         source_channel=ctx.source_channel,
+        **args.options(),
     )
     return {"trigger": trigger_summary(trigger)}
 
@@ -183,7 +122,7 @@ def test_trigger(ctx: ToolContext, args: TestTriggerArgs) -> dict:
 )
 def update_trigger(ctx: ToolContext, args: UpdateTriggerArgs) -> dict:
     trigger = _trigger(ctx, args)
-    changes = args.model_dump(exclude={"team", "trigger_name", "config"}, exclude_none=True)
+    changes = args.changes()
     if args.config is not None:
         changes["config"] = args.config.as_config()
     return {"trigger": trigger_summary(trigger_update(trigger=trigger, changes=changes))}

@@ -4,21 +4,26 @@ its per-type config are checked here, and a refused value names what to fix."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
-from openhive import paths
-from openhive.errors import DomainError
+from openhive.core import paths, saferegex
+from openhive.core.errors import DomainError
 
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 TYPES = ("schedule", "message", "keyword", "window")
 OVERLAP_POLICIES = ("skip-then-replace", "always-skip", "always-replace", "allow")
 MISFIRE_POLICIES = ("skip", "run_once")
 MIN_TICK_MS = 1000
+# Leap days come at most eight years apart; a cron with no date in this span has none at all.
+CRON_HORIZON_YEARS = 10
 DEFAULT_TICK_MS = 30_000
 DEFAULT_RATE_PER_MINUTE = 10
+MAX_KEYWORDS = 100
+MAX_KEYWORD_CHARS = 100
 
 _KEYS = {
     "schedule": {"cron"},
@@ -45,16 +50,29 @@ def validate_cron(value: Any, field: str) -> str:
             f"{field} {value!r} is not a valid 5-field cron expression "
             "(minute hour day-of-month month day-of-week, e.g. '*/15 9-17 * * 1-5')"
         )
+    # Valid syntax can still name no real moment ('0 0 31 2 *', February 31st): such a trigger
+    # would never fire, and the clock could not compute its next slot.
+    try:
+        croniter(
+            cron, datetime(2000, 1, 1, tzinfo=UTC), max_years_between_matches=CRON_HORIZON_YEARS
+        ).get_next(datetime)
+    except (CroniterError, ValueError, OverflowError):
+        _fail(
+            f"{field} {value!r} never fires: no date matches it within {CRON_HORIZON_YEARS} "
+            "years (check day-of-month against the month, e.g. February has no 30th or 31st)"
+        )
     return cron
 
 
 def validate_regex(value: Any, field: str) -> str:
+    """Trigger patterns run on every chat message, so they run on RE2 (linear time) and are
+    capped in length; what RE2 cannot run is refused here, at every door."""
     if not isinstance(value, str) or not value:
         _fail(f"{field} must be a non-empty regular expression")
     try:
-        re.compile(value)
-    except re.error as exc:
-        _fail(f"{field} {value!r} is not a valid regular expression: {exc}")
+        saferegex.check_pattern(value, ignore_case=True)
+    except saferegex.UnsafePattern as exc:
+        _fail(f"{field} {value[:100]!r} {exc}")
     return value
 
 
@@ -122,6 +140,8 @@ def _validate_message_config(type: str, config: dict) -> None:
         or not all(isinstance(w, str) and w.strip() for w in words)
     ):
         _fail("keywords must be a non-empty list of non-empty words")
+    if len(words) > MAX_KEYWORDS or any(len(w) > MAX_KEYWORD_CHARS for w in words):
+        _fail(f"keywords: at most {MAX_KEYWORDS} words of at most {MAX_KEYWORD_CHARS} characters")
     config["keywords"] = [w.strip() for w in words]
 
 

@@ -13,8 +13,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from openhive.engine.admin import ReadOnlyAdmin
-from openhive.errors import DomainError
+from openhive.core.admin import ReadOnlyAdmin
+from openhive.core.errors import DomainError
 
 from .models import ApiToken, SenderTrust, TrustAuditLog
 from .policy import describe_policy
@@ -29,11 +29,19 @@ from .services import (
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("masked_prefix", "name", "user", "created_at", "last_used_at", "revoked")
-    list_filter = ("revoked",)
+    list_display = (
+        "masked_prefix",
+        "name",
+        "user",
+        "scope",
+        "created_at",
+        "last_used_at",
+        "revoked",
+    )
+    list_filter = ("revoked", "scope")
     list_select_related = ("user",)
     search_fields = ("prefix", "name", "user__username")
-    fields = ("user", "name", "masked_prefix", "created_at", "last_used_at", "revoked")
+    fields = ("user", "name", "masked_prefix", "scope", "created_at", "last_used_at", "revoked")
     readonly_fields = fields
     actions = ("revoke_tokens",)
 

@@ -1,5 +1,6 @@
-"""REST: sender trust (/api/v1/trust). Reading needs any API user; granting, denying and
-revoking need a staff user, because they decide who may talk to the agents."""
+"""REST: sender trust (/api/v1/trust). Like every operator operation, it needs operator
+rights (a staff user, or a token with the operator scope): it decides who may talk to the
+agents."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from typing import Any, Literal
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 
-from openhive.errors import NotAllowed
+from openhive.core.api import request_actor
 
 from .policy import describe_policy
-from .selectors import sender_trust_list, trust_audit_recent
+from .selectors import sender_trust_list, sender_trust_summary, trust_audit_recent
 from .services import sender_trust_revoke, sender_trust_set
 
 router = Router(tags=["trust"])
@@ -55,49 +56,34 @@ class AuditOut(Schema):
     reason: str
 
 
-class AuditFilters(Schema):
+class TrustAuditFilters(Schema):
     limit: int = Field(100, ge=1, le=500)
 
 
-def _out(row: Any) -> dict:
-    return {
-        "channel_type": row.channel_type,
-        "channel_id": row.channel_id or None,
-        "sender_id": row.sender_id,
-        "trust_level": row.trust_level,
-        "granted_by": row.granted_by,
-        "created_at": row.created_at,
-    }
-
-
-def _staff(request: HttpRequest) -> str:
-    user = request.auth
-    if not getattr(user, "is_staff", False):
-        raise NotAllowed("changing sender trust needs a staff user", code="staff_only")
-    return f"api:{user.get_username()}"
+def _granted_by(request: HttpRequest) -> str:
+    return f"api:{request_actor(request)}"
 
 
 @router.get("", response=list[SenderTrustOut], summary="Stored grants and denials")
 def trust_list(request: HttpRequest, filters: Query[TrustFilters]) -> list[dict]:
     rows = sender_trust_list(channel_type=filters.channel_type, trust_level=filters.trust_level)
-    return [_out(r) for r in rows[:1000]]
+    return [sender_trust_summary(r) for r in rows[:1000]]
 
 
 @router.post("", response={201: SenderTrustOut}, summary="Grant or deny a sender")
 def trust_grant(request: HttpRequest, body: GrantIn) -> Status:
-    row = sender_trust_set(**body.dict(), granted_by=_staff(request))
-    return Status(201, _out(row))
+    row = sender_trust_set(**body.dict(), granted_by=_granted_by(request))
+    return Status(201, sender_trust_summary(row))
 
 
 @router.post("/revoke", response={200: dict}, summary="Remove a stored grant or denial")
 def trust_revoke(request: HttpRequest, body: RevokeIn) -> dict:
-    _staff(request)
     sender_trust_revoke(**body.dict())
     return {"revoked": True}
 
 
 @router.get("/audit", response=list[AuditOut], summary="Recent gate decisions, newest first")
-def trust_audit(request: HttpRequest, filters: Query[AuditFilters]) -> list[Any]:
+def trust_audit(request: HttpRequest, filters: Query[TrustAuditFilters]) -> list[Any]:
     return list(trust_audit_recent(limit=filters.limit))
 
 

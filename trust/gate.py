@@ -111,18 +111,3 @@ def may_assert_sender(channel_type: str) -> bool:
     except PolicyError:
         return False
     return policy is not None and policy.channel(channel_type).allow_asserted_sender
-
-
-def trust_gate_check(sender: Sender) -> Decision:
-    """The gate as the chat uses it: load the policy, decide, write the audit row."""
-    from .selectors import sender_trust_level
-    from .services import trust_audit_record
-
-    try:
-        policy = load_trust_policy().policy
-        decision = trust_evaluate(policy, sender, sender_trust_level)
-    except PolicyError:
-        logger.exception("trust gate: the trust policy cannot be loaded; refusing everyone")
-        decision = Decision(DENY_RESPOND, "policy_invalid")
-    trust_audit_record(sender=sender, decision=decision)
-    return decision

@@ -4,7 +4,14 @@ from django.db import models
 
 class ApiToken(models.Model):
     """A bearer token for the REST API and the chat socket. Only its SHA-256 is stored; the
-    plain token is shown once, when it is created."""
+    plain token is shown once, when it is created. Its scope says what it may do: by default
+    what its user may (a staff user operates, anyone else chats and reads their own topics);
+    `operator` grants operator rights explicitly, `chat` restricts even a staff user's token."""
+
+    class Scope(models.TextChoices):
+        USER = "user", "the user's own rights"
+        OPERATOR = "operator", "operator (every API operation)"
+        CHAT = "chat", "chat and its own topics only"
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
@@ -15,6 +22,7 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked = models.BooleanField(default=False)
+    scope = models.CharField(max_length=20, choices=Scope.choices, default=Scope.USER)
 
     class Meta:
         ordering = ["-created_at"]

@@ -26,7 +26,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from openhive import paths
+from openhive.core import paths
+from openhive.core.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +67,10 @@ class TrustPolicy(BaseModel):
         return self.channel(channel_type).policy or self.default_policy
 
 
-class PolicyError(Exception):
+class PolicyError(DomainError):
     """channels.yaml exists but cannot be used; the gate then refuses everyone."""
+
+    code = "policy_invalid"
 
 
 @dataclass(frozen=True)

@@ -31,5 +31,17 @@ def sender_trust_list(
     return rows
 
 
+def sender_trust_summary(row: SenderTrust) -> dict:
+    """One grant or denial as every door shows it (the tool, the REST API)."""
+    return {
+        "channel_type": row.channel_type,
+        "channel_id": row.channel_id or None,
+        "sender_id": row.sender_id,
+        "trust_level": row.trust_level,
+        "granted_by": row.granted_by,
+        "created_at": row.created_at.isoformat(),
+    }
+
+
 def trust_audit_recent(*, limit: int = 100) -> QuerySet[TrustAuditLog]:
     return TrustAuditLog.objects.order_by("-created_at", "-id")[:limit]

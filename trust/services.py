@@ -7,16 +7,19 @@ import hashlib
 import logging
 import re
 import secrets
+from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from openhive.errors import DomainError, NotFound
+from openhive.core.errors import DomainError, NotFound
 
-from .gate import Decision, Sender, channel_type_of
+from .gate import DENY_RESPOND, Decision, Sender, channel_type_of, trust_evaluate
 from .models import ApiToken, SenderTrust, TrustAuditLog
+from .policy import PolicyError, load_trust_policy
+from .selectors import sender_trust_level
 
 logger = logging.getLogger(__name__)
 
@@ -27,20 +30,66 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def api_token_create(*, username: str, name: str = "") -> tuple[ApiToken, str]:
+OPERATOR = "operator"
+CHAT = "chat"
+RIGHTS_TEXT = {
+    OPERATOR: "operator rights: every API operation (teams, tasks, triggers, vault, trust, "
+    "sessions, audit, every topic) and the chat",
+    CHAT: "chat rights: the chat socket and reading its own topics (GET /api/v1/topics); "
+    "no operator operation",
+}
+
+
+@dataclass(frozen=True)
+class ApiIdentity:
+    """Who a token speaks for and what it may do (`operator` or `chat`)."""
+
+    user: AbstractBaseUser
+    rights: str
+
+    @property
+    def is_operator(self) -> bool:
+        return self.rights == OPERATOR
+
+
+def token_rights(*, scope: str, is_staff: bool) -> str:
+    """A token carries its user's rights unless its scope says otherwise: staff operate,
+    everyone else chats; an explicit scope grants operator or restricts to chat."""
+    if scope == ApiToken.Scope.OPERATOR:
+        return OPERATOR
+    if scope == ApiToken.Scope.CHAT:
+        return CHAT
+    return OPERATOR if is_staff else CHAT
+
+
+def api_token_create(
+    *, username: str, name: str = "", scope: str = ApiToken.Scope.USER
+) -> tuple[ApiToken, str]:
     """Returns the row and the plain token, which is never stored and never shown again."""
+    if scope not in ApiToken.Scope.values:
+        raise DomainError(
+            f"scope must be one of {', '.join(ApiToken.Scope.values)}; got {scope!r}",
+            code="invalid_scope",
+        )
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
         raise NotFound(f'user "{username}" not found; create it with `manage.py createsuperuser`')
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = ApiToken.objects.create(
-        user=user, name=name, prefix=token[: len(TOKEN_PREFIX) + 4], token_hash=_digest(token)
+        user=user,
+        name=name,
+        prefix=token[: len(TOKEN_PREFIX) + 4],
+        token_hash=_digest(token),
+        scope=scope,
     )
     return row, token
 
 
-def api_token_authenticate(token: str) -> AbstractBaseUser | None:
-    if not token or not token.startswith(TOKEN_PREFIX):
+def api_token_identify(token: str) -> ApiIdentity | None:
+    """The user and rights behind a live token; None for anything else."""
+    # Tokens are URL-safe ASCII: anything else (a NUL, a lone surrogate) cannot be one, and
+    # must not reach the hash or the database.
+    if not token.startswith(TOKEN_PREFIX) or not (token.isascii() and token.isprintable()):
         return None
     row = (
         ApiToken.objects.select_related("user")
@@ -50,7 +99,13 @@ def api_token_authenticate(token: str) -> AbstractBaseUser | None:
     if row is None:
         return None
     ApiToken.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
-    return row.user
+    rights = token_rights(scope=row.scope, is_staff=bool(row.user.is_staff))
+    return ApiIdentity(row.user, rights)
+
+
+def api_token_authenticate(token: str) -> AbstractBaseUser | None:
+    identity = api_token_identify(token)
+    return identity.user if identity else None
 
 
 def api_token_revoke(*, token_id: int) -> None:
@@ -138,3 +193,15 @@ def trust_audit_record(*, sender: Sender, decision: Decision) -> TrustAuditLog |
     except DatabaseError:
         logger.exception("trust gate: could not write the audit row")
         return None
+
+
+def trust_gate_check(sender: Sender) -> Decision:
+    """The gate as the chat uses it: load the policy, decide, write the audit row."""
+    try:
+        policy = load_trust_policy().policy
+        decision = trust_evaluate(policy, sender, sender_trust_level)
+    except PolicyError:
+        logger.exception("trust gate: the trust policy cannot be loaded; refusing everyone")
+        decision = Decision(DENY_RESPOND, "policy_invalid")
+    trust_audit_record(sender=sender, decision=decision)
+    return decision

@@ -8,12 +8,12 @@ from typing import Literal
 from django.contrib.auth import get_user_model
 from pydantic import BaseModel, ConfigDict, Field
 
-from openhive.errors import NotAllowed
-from openhive.tools.context import ToolContext
-from openhive.tools.registry import tool
+from openhive.core.context import ToolContext
+from openhive.core.errors import NotAllowed
+from openhive.core.registry import tool
 from teams.models import MAIN_TEAM
 
-from .selectors import sender_trust_list
+from .selectors import sender_trust_list, sender_trust_summary
 from .services import sender_trust_revoke, sender_trust_set
 
 
@@ -21,7 +21,7 @@ def _main_only(ctx: ToolContext) -> None:
     if ctx.team.name != MAIN_TEAM:
         raise NotAllowed(
             f'only the main agent manages sender trust; team "{ctx.team.name}" cannot',
-            code="NOT_ALLOWED",
+            code="not_allowed",
         )
 
 
@@ -35,7 +35,7 @@ def _staff_for_changes(ctx: ToolContext) -> None:
     if not get_user_model().objects.filter(username=username, is_staff=True).exists():
         raise NotAllowed(
             "changing sender trust needs a staff user; ask an operator (admin or REST API)",
-            code="NOT_ALLOWED",
+            code="not_allowed",
         )
 
 
@@ -72,7 +72,7 @@ def add_trusted_sender(ctx: ToolContext, args: AddTrustedSenderArgs) -> dict:
         trust_level=args.trust_level,
         granted_by=ctx.caller,
     )
-    return {"sender": _row(row)}
+    return {"sender": sender_trust_summary(row)}
 
 
 class RevokeSenderTrustArgs(BaseModel):
@@ -117,15 +117,4 @@ def list_trusted_senders(ctx: ToolContext, args: ListTrustedSendersArgs) -> dict
     rows = sender_trust_list(
         channel_type=args.channel_type or None, trust_level=args.trust_level or None
     )[:200]
-    return {"senders": [_row(r) for r in rows]}
-
-
-def _row(row) -> dict:
-    return {
-        "channel_type": row.channel_type,
-        "channel_id": row.channel_id or None,
-        "sender_id": row.sender_id,
-        "trust_level": row.trust_level,
-        "granted_by": row.granted_by,
-        "created_at": row.created_at.isoformat(),
-    }
+    return {"senders": [sender_trust_summary(r) for r in rows]}

@@ -9,9 +9,10 @@ from datetime import datetime
 from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 
-from openhive.errors import NotFound
-from teams.api import team_by_name
-from vault.scrubbing import scrub
+from openhive.core.api import request_actor
+from openhive.core.errors import NotFound
+from openhive.core.scrubbing import scrub
+from teams.selectors import team_get_or_404
 
 from .selectors import vault_keys
 from .services import vault_delete_secret, vault_set, vault_store_secret
@@ -40,13 +41,13 @@ def _entry_out(entry: dict) -> dict:
 
 @router.get("/{team}", response=list[VaultEntryOut], summary="Keys and metadata of a vault")
 def vault_list(request: HttpRequest, team: str) -> list[dict]:
-    return [_entry_out(e) for e in vault_keys(team=team_by_name(team))]
+    return [_entry_out(e) for e in vault_keys(team=team_get_or_404(name=team))]
 
 
 @router.put("/{team}/{key}", response=VaultEntryOut, summary="Set a secret or a state value")
 def vault_put(request: HttpRequest, team: str, key: str, body: VaultEntryIn) -> dict:
-    owner = team_by_name(team)
-    user = getattr(request.auth, "username", "") or "api"
+    owner = team_get_or_404(name=team)
+    user = request_actor(request)
     if body.secret:
         vault_store_secret(team=owner, key=key, value=body.value, updated_by=f"api:{user}")
     else:
@@ -57,6 +58,6 @@ def vault_put(request: HttpRequest, team: str, key: str, body: VaultEntryIn) -> 
 
 @router.delete("/{team}/{key}", response={204: None}, summary="Delete an entry (even a secret)")
 def vault_remove(request: HttpRequest, team: str, key: str) -> Status:
-    if not vault_delete_secret(team=team_by_name(team), key=key):
+    if not vault_delete_secret(team=team_get_or_404(name=team), key=key):
         raise NotFound(f'vault key "{key}" not found in team {team}')
     return Status(204, None)

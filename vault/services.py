@@ -3,9 +3,10 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from openhive.errors import DomainError, NotAllowed
+from openhive.core import scrubbing
+from openhive.core.errors import DomainError, NotAllowed
 from teams.models import Team
-from vault import crypto, scrubbing
+from vault import crypto
 from vault.models import VaultEntry
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def vault_set(*, team: Team, key: str, value: str, updated_by: str) -> tuple[Vau
         raise NotAllowed(
             f'cannot overwrite system-managed secret "{key}": secrets are set by the operator '
             "(admin or API) or by the parent team's spawn_team credentials",
-            code="SECRET_READ_ONLY",
+            code="secret_read_only",
         )
     if entry is None:
         entry = VaultEntry.objects.create(team=team, key=key, value=value, updated_by=updated_by)
@@ -82,7 +83,7 @@ def vault_read(*, team: Team, key: str) -> VaultEntry | None:
             raise DomainError(
                 f'secret "{entry.key}" cannot be decrypted with the configured vault keys; '
                 "ask the operator to restore the key it was written with (OPENHIVE_VAULT_KEY)",
-                code="VAULT_KEY_MISMATCH",
+                code="vault_key_mismatch",
             ) from exc
     return entry
 
@@ -98,7 +99,7 @@ def vault_delete(*, team: Team, key: str) -> bool:
     if entry.is_secret:
         raise NotAllowed(
             f'cannot delete system-managed secret "{entry.key}": ask the operator',
-            code="SECRET_READ_ONLY",
+            code="secret_read_only",
         )
     entry.delete()
     return True

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from openhive.errors import NotFound
-from openhive.tools.context import ToolContext
-from openhive.tools.registry import tool
+from openhive.core.context import ToolContext
+from openhive.core.errors import NotFound
+from openhive.core.registry import tool
 
 from .selectors import vault_keys
 from .services import vault_delete, vault_read, vault_set

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from openhive.engine.admin import ReadOnlyAdmin, ReadOnlyInline
+from openhive.core.admin import ReadOnlyAdmin, ReadOnlyInline
 
 from .models import Message, OutboxMessage, Topic
 

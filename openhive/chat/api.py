@@ -1,4 +1,5 @@
-"""REST: chat topics and their messages (/api/v1/topics), for operators and scripts."""
+"""REST: chat topics and their messages (/api/v1/topics), for operators and scripts. Any
+identity may call these: an operator sees every conversation, a chat user only their own."""
 
 from __future__ import annotations
 
@@ -8,12 +9,21 @@ from typing import Literal
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 
-from openhive.errors import NotFound
-from vault.scrubbing import scrub
+from openhive.core.errors import NotFound
+from openhive.core.scrubbing import scrub
+from trust.services import ApiIdentity
 
 from .models import Message, Topic
+from .selectors import user_channel_id
 
+# Mounted with the API's member auth (openhive/api.py): any identity may call these.
 router = Router(tags=["topics"])
+
+
+def _own_channel(request: HttpRequest) -> str | None:
+    """None for an operator (every channel); a chat user's own conversation otherwise."""
+    identity: ApiIdentity = request.api_identity  # type: ignore[attr-defined]  # set by auth
+    return None if identity.is_operator else user_channel_id(identity.user.pk)
 
 
 class TopicOut(Schema):
@@ -51,6 +61,9 @@ class MessageFilters(Schema):
 @router.get("", response=list[TopicOut], summary="Topics, most recently active first")
 def topics_list(request: HttpRequest, filters: Query[TopicFilters]) -> list[Topic]:
     rows = Topic.objects.order_by("-last_activity_at", "-id")
+    own = _own_channel(request)
+    if own is not None:
+        rows = rows.filter(channel_id=own)
     if filters.channel_id:
         rows = rows.filter(channel_id=filters.channel_id)
     if filters.state:
@@ -60,7 +73,12 @@ def topics_list(request: HttpRequest, filters: Query[TopicFilters]) -> list[Topi
 
 @router.get("/{topic_id}/messages", response=list[MessageOut], summary="A topic's messages")
 def topic_messages(request: HttpRequest, topic_id: int, filters: Query[MessageFilters]) -> list:
-    if not 0 < topic_id < 2**63 or not Topic.objects.filter(pk=topic_id).exists():
+    topics = Topic.objects.filter(pk=topic_id)
+    own = _own_channel(request)
+    if own is not None:
+        topics = topics.filter(channel_id=own)
+    # Another user's topic is "not found" too: its existence is not theirs to learn.
+    if not 0 < topic_id < 2**63 or not topics.exists():
         raise NotFound(f"topic {topic_id} not found")
     rows = list(Message.objects.filter(topic_id=topic_id).order_by("-id")[: filters.limit])
     return [

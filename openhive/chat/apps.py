@@ -7,4 +7,6 @@ class ChatConfig(AppConfig):
     verbose_name = "Chat (topics, messages, outbox)"
 
     def ready(self) -> None:
-        from . import jobs  # noqa: F401  (registers the clock job)
+        from .close_reason import install
+
+        install()  # close frames carry their reason under daphne too (if daphne is loaded)

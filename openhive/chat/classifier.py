@@ -4,17 +4,14 @@ one. The exchange is recorded like any other, as a chat session of the main team
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 
-from django.utils import timezone
-
-from openhive.engine import llm
-from openhive.engine.models import LlmExchange, Session
+from openhive.core.scrubbing import get_scrubber
+from openhive.engine.models import Session
 from openhive.engine.providers import ProviderProfile, load_providers, resolve_profile
+from openhive.engine.recorder import SessionRecorder, complete_once
 from teams.services import team_ensure_main
-from vault.scrubbing import get_scrubber
 
 from .models import Topic
 from .topics import TOPIC_NAME_CHARS, Pick
@@ -45,43 +42,11 @@ def classify_topic(*, channel_id: str, content: str, topics: list[Topic]) -> Pic
             "content": scrubber.text(f"Active topics:\n{listing}\n\nMessage:\n{content}"),
         },
     ]
-    session = Session.objects.create(
-        team=team_ensure_main(),
-        kind=Session.Kind.CHAT,
-        model=profile.model,
-        provider_profile=profile.name,
+    recorder = SessionRecorder(team_id=team_ensure_main().pk, kind=Session.Kind.CHAT)
+    reply = complete_once(
+        recorder=recorder, profile=profile, messages=messages, agent=CLASSIFIER_TEAM, timeout=30
     )
-    try:
-        reply = llm.complete(profile, messages, [], team=CLASSIFIER_TEAM, timeout=30)
-    except Exception as exc:
-        Session.objects.filter(pk=session.pk).update(
-            stop_reason=Session.StopReason.ERROR,
-            error=scrubber.text(f"{type(exc).__name__}: {exc}")[:1000],
-            finished_at=timezone.now(),
-        )
-        raise
     text = reply.message.get("content") or ""
-    LlmExchange.objects.create(
-        session=session,
-        turn=1,
-        request_digest=_digest(messages),
-        request_messages=scrubber.data(messages),
-        response=scrubber.data(reply.message),
-        finish_reason=reply.finish_reason,
-        prompt_tokens=reply.prompt_tokens,
-        completion_tokens=reply.completion_tokens,
-        cost_usd=reply.cost_usd,
-        latency_ms=reply.latency_ms,
-    )
-    Session.objects.filter(pk=session.pk).update(
-        stop_reason=Session.StopReason.COMPLETED,
-        final_text=scrubber.text(text)[:2000],
-        turns=1,
-        prompt_tokens=reply.prompt_tokens,
-        completion_tokens=reply.completion_tokens,
-        cost_usd=reply.cost_usd,
-        finished_at=timezone.now(),
-    )
     return parse_pick(text)
 
 
@@ -106,7 +71,3 @@ def parse_pick(text: str) -> Pick:
     if isinstance(name, str):
         return Pick(new_name=" ".join(name.split())[:TOPIC_NAME_CHARS])
     return Pick()
-
-
-def _digest(messages: list[dict]) -> str:
-    return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()

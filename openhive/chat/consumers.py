@@ -1,5 +1,6 @@
-"""The chat socket at /ws/chat/: `message` in; `ack`, `topic_list`, `event`, `response`,
-`notification` and `error` out (DESIGN.md, Interfaces).
+"""The chat socket at /ws/chat/: `message` in; `ack`, `topic_list`, `event`, `delta`,
+`response`, `notification` and `error` out (DESIGN.md, Interfaces; `delta` carries the main
+agent's reply text as it streams, before the final `response`).
 
 Per message: trust gate and store (then `ack`), route to a topic, the main agent's turn in that
 topic. Routing runs in arrival order; turns of one topic run in order, turns of different
@@ -16,20 +17,26 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from openhive.core.errors import DomainError
+from openhive.core.text import UnstorableText, check_storable
 from trust.gate import NOT_AUTHORIZED_MESSAGE, Sender, may_assert_sender
 from trust.services import api_token_authenticate
 
 from . import selectors, services
+from .close_reason import install as install_close_reason
 from .dbpool import db, on_turn_thread
 from .models import Topic
 from .outbox_hub import outbox_hub
 from .topics import Routed
-from .turn import Inbound, TurnResult, Unavailable, chat_receive, chat_turn, route_inbound
+from .turn import Inbound, TurnResult, chat_receive, chat_turn, route_inbound
 
 logger = logging.getLogger(__name__)
+# The socket is served from here: daphne (if it serves us) is loaded by now.
+install_close_reason()
 
 MAX_MESSAGE_CHARS = 20_000
 MAX_FRAME_CHARS = 64_000
+CLOSE_TOO_BIG = 1009
 NOT_AUTHORIZED = {
     "type": "error",
     "code": "not_authorized",
@@ -74,7 +81,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             token = (query.get("token") or [""])[0]
             user = await db(api_token_authenticate)(token) if token else None
         if user is not None:
-            return Sender(channel_id=f"ws:user:{user.pk}", sender_id=user.get_username())
+            return Sender(
+                channel_id=selectors.user_channel_id(user.pk), sender_id=user.get_username()
+            )
         claimed = (query.get("sender") or [""])[0] or _header(self.scope, b"x-sender-id")
         if claimed and ASSERTED_ID.fullmatch(claimed) and await db(may_assert_sender)("ws"):
             return Sender(
@@ -95,12 +104,23 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._bad_request("send text frames containing JSON; binary frames are refused")
             return
         if len(text_data) > MAX_FRAME_CHARS:
-            await self._bad_request(f"frame larger than {MAX_FRAME_CHARS} characters")
+            # Too big to be a chat message: say why, then close (1009, message too big).
+            reason = f"frame larger than {MAX_FRAME_CHARS} characters"
+            await self._bad_request(reason)
+            await self.close(code=CLOSE_TOO_BIG, reason=reason)
             return
         try:
             content = json.loads(text_data)
         except ValueError:
             await self._bad_request("the frame is not valid JSON")
+            return
+        except RecursionError:
+            await self._bad_request("the frame's JSON is nested too deeply")
+            return
+        try:
+            check_storable(content, "the frame")
+        except UnstorableText as exc:  # a NUL or a lone surrogate: no database stores them
+            await self._bad_request(f"{exc}; send plain text")
             return
         await self.receive_json(content)
 
@@ -121,11 +141,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 topic_id=content.get("topic_id"),
                 new_topic=bool(content.get("new_topic")),
             )
-        except LookupError as exc:
-            await self.send_json({"type": "error", "code": "unknown_topic", "message": str(exc)})
-            return
-        except Unavailable as exc:
-            await self.send_json({"type": "error", "code": "unavailable", "message": str(exc)})
+        except DomainError as exc:  # an unknown topic, or the database could not store it
+            await self.send_json({"type": "error", "code": exc.code, "message": exc.message})
             return
         if not inbound.decision.allowed:
             if not inbound.decision.silent:
@@ -141,9 +158,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.routing_lock.acquire()
         try:
             routed: Routed = await on_turn_thread(route_inbound)(inbound)
-        except LookupError as exc:  # the named topic was closed meanwhile
+        except DomainError as exc:  # the named topic was closed meanwhile
             self.routing_lock.release()
-            await self.send_json({"type": "error", "code": "unknown_topic", "message": str(exc)})
+            await self.send_json({"type": "error", "code": exc.code, "message": exc.message})
             return
         except Exception:
             self.routing_lock.release()
@@ -175,7 +192,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         topic_id = routed.topic.pk
 
         def on_event(event: dict) -> None:
-            message = {"type": "event", "topic_id": topic_id, **event}
+            if event.get("event") == "delta":
+                message = {"type": "delta", "topic_id": topic_id, "content": event["content"]}
+            else:
+                message = {"type": "event", "topic_id": topic_id, **event}
             asyncio.run_coroutine_threadsafe(self.send_json(message), loop)
 
         try:

@@ -19,7 +19,7 @@ from django.db import DatabaseError, connection, connections
 
 _DB_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chat-db")
 _TURN_POOL = ThreadPoolExecutor(
-    max_workers=settings.OPENHIVE.get("CHAT_TURN_THREADS", 16), thread_name_prefix="chat-turn"
+    max_workers=settings.OPENHIVE["CHAT_TURN_THREADS"], thread_name_prefix="chat-turn"
 )
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from openhive.clock import clock_job
+from openhive.core.jobs import clock_job
 
-from .services import topics_changed_notify
-from .topics import topics_idle_stale
+from .services import topics_changed_notify, topics_idle_stale
 
 
-@clock_job("idle-quiet-topics", every_seconds=30)
+@clock_job("idle-quiet-topics", every_seconds=30, order=40)
 def idle_quiet_topics(now: datetime) -> dict:
     channels = topics_idle_stale(now=now)
     for channel_id in channels:

@@ -74,9 +74,8 @@ class OutboxMessage(models.Model):
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.NOTIFICATION)
     team_name = models.CharField(max_length=64, blank=True, default="")
     content = models.TextField()
-    task = models.ForeignKey(
-        "tasks.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="outbox"
-    )
+    # The task whose result this is, by id: chat sits below the queue and knows no Task model.
+    task_id = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
 

@@ -1,4 +1,12 @@
+from openhive.core.errors import NotFound
+
 from .models import Message, OutboxMessage, Topic
+
+
+def user_channel_id(user_id: int) -> str:
+    """The conversation of a verified user (session or API token) on the chat socket."""
+    return f"ws:user:{user_id}"
+
 
 # SQLite caps the number of query parameters; stay well below every limit.
 IN_CHUNK = 500
@@ -43,9 +51,35 @@ def topic_messages(*, topic: Topic, limit: int = 200) -> list[Message]:
     return list(reversed(Message.objects.filter(topic=topic).order_by("-id")[:limit]))
 
 
+def topic_get(*, topic_id: int) -> Topic | None:
+    return Topic.objects.filter(pk=topic_id).first()
+
+
 def topics_for_channel(*, channel_id: str) -> list[Topic]:
     return list(
         Topic.objects.filter(channel_id=channel_id)
         .exclude(state=Topic.State.CLOSED)
         .order_by("-last_activity_at", "-id")
     )
+
+
+def active_topics(*, channel_id: str) -> list[Topic]:
+    return list(
+        Topic.objects.filter(channel_id=channel_id, state=Topic.State.ACTIVE).order_by(
+            "-last_activity_at", "-id"
+        )
+    )
+
+
+def topic_in_channel(*, channel_id: str, topic_id: int) -> Topic:
+    """A topic the client named. Ids are looked up as ids, only within the caller's channel."""
+    topic = (
+        Topic.objects.filter(pk=topic_id, channel_id=channel_id)
+        .exclude(state=Topic.State.CLOSED)
+        .first()
+    )
+    if topic is None:
+        raise NotFound(
+            f"topic {topic_id} does not exist in this conversation", code="unknown_topic"
+        )
+    return topic

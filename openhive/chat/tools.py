@@ -6,14 +6,17 @@ from __future__ import annotations
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
 
-from openhive.errors import NotAllowed
-from openhive.tools.context import ToolContext
-from openhive.tools.registry import tool
+from openhive.core.context import ToolContext
+from openhive.core.errors import NotAllowed
+from openhive.core.registry import tool
 from teams.models import MAIN_TEAM
 
-from .topics import TOPIC_NAME_CHARS, topic_open
+from .services import topic_open
+from .topics import TOPIC_NAME_CHARS
 
 START_NEW_TOPIC = "start_new_topic"
+# The effect the tool reports to the turn: the id of the topic it opened (the first one wins).
+TOPIC_OPENED = "topic_opened"
 
 
 class StartNewTopicArgs(BaseModel):
@@ -37,11 +40,12 @@ class StartNewTopicArgs(BaseModel):
 )
 def start_new_topic(ctx: ToolContext, args: StartNewTopicArgs) -> dict:
     if ctx.team.name != MAIN_TEAM or not ctx.source_channel:
-        raise NotAllowed("only the main agent's chat turn can open a topic", code="NOT_ALLOWED")
+        raise NotAllowed("only the main agent's chat turn can open a topic", code="not_allowed")
     topic = topic_open(
         channel_id=ctx.source_channel,
         name=args.name,
         description=args.description,
         now=timezone.now(),
     )
+    ctx.effects.setdefault(TOPIC_OPENED, topic.pk)
     return {"topic_id": topic.pk, "topic_name": topic.name}

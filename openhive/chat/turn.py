@@ -11,19 +11,20 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, connection, transaction
 
-from openhive.engine.models import Session, ToolCall
+from openhive.core.errors import DomainError
+from openhive.engine.models import Session
 from openhive.engine.providers import not_configured_message, providers_configured
-from openhive.engine.session import SessionRequest, run_session
+from teams.agent import run_team_session
 from teams.services import team_ensure_main
-from trust.gate import Decision, Sender, trust_gate_check
-from vault.scrubbing import scrub
+from trust.gate import Decision, Sender
+from trust.services import trust_gate_check
 
 from .classifier import classify_topic
 from .models import Message, Topic
-from .selectors import topic_history
-from .services import message_record, message_rescrub
-from .tools import START_NEW_TOPIC
-from .topics import SINGLE, Routed, chat_route, message_move, topic_in_channel
+from .selectors import topic_get, topic_history, topic_in_channel
+from .services import chat_route, message_admit, message_move, message_record, message_rescrub
+from .tools import START_NEW_TOPIC, TOPIC_OPENED
+from .topics import SINGLE, Routed
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +45,10 @@ ROUTE_ATTEMPTS = 6
 TRUST_TOOLS = ["add_trusted_sender", "revoke_sender_trust", "list_trusted_senders"]
 
 
-class Unavailable(Exception):
+class Unavailable(DomainError):
     """The message was admitted but could not be stored (database trouble)."""
+
+    code = "unavailable"
 
 
 @dataclass
@@ -74,7 +77,7 @@ def chat_receive(
     topic, no model. If the database fails, nothing is admitted."""
     try:
         # One transaction: one write (one SQLite lock) for the audit row and the message.
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             return _admit(sender, content, topic_id, new_topic)
     except DatabaseError as exc:
         logger.exception("could not store an inbound chat message")
@@ -84,14 +87,12 @@ def chat_receive(
 def _admit(sender: Sender, content: str, topic_id: int | None, new_topic: bool) -> Inbound:
     decision = trust_gate_check(sender)
     if decision.allowed and topic_id is not None:
-        topic_in_channel(channel_id=sender.channel_id, topic_id=topic_id)  # LookupError
-    message = Message.objects.create(
-        topic=None,
+        topic_in_channel(channel_id=sender.channel_id, topic_id=topic_id)  # NotFound
+    message = message_admit(
         channel_id=sender.channel_id,
         sender_id=sender.sender_id,
         sender_asserted=sender.asserted,
-        role=Message.Role.USER,
-        content=scrub(content),
+        content=content,
         trust_decision=decision.label,
         trust_reason=decision.reason,
     )
@@ -135,21 +136,23 @@ def chat_turn(
         tools = [*ROUTING_TOOLS, *TRUST_TOOLS]
         if routed.mode == SINGLE:
             tools.append(START_NEW_TOPIC)
-        outcome = run_session(
-            SessionRequest(
-                team=main,
-                content=message.content,
-                kind=Session.Kind.CHAT,
-                topic=topic,
-                history=topic_history(topic=topic, limit=limit, before_id=message.pk),
-                only_tools=tools,
-                source_channel=topic.channel_id,
-                actor=f"user:{sender_id}",
-                on_event=on_event,
-            )
+        outcome = run_team_session(
+            main,
+            message.content,
+            kind=Session.Kind.CHAT,
+            topic_id=topic.pk,
+            topic_name=topic.name,
+            history=topic_history(topic=topic, limit=limit, before_id=message.pk),
+            only_tools=tools,
+            source_channel=topic.channel_id,
+            actor=f"user:{sender_id}",
+            on_event=on_event,
+            # The reply's text reaches the socket as it is produced (delta events).
+            stream=on_event is not None,
         )
         message_rescrub(message_id=message.pk)
-        new_topic = _topic_opened_by(outcome.session_id)
+        opened = outcome.effects.get(TOPIC_OPENED)
+        new_topic = topic_get(topic_id=opened) if opened else None
         if new_topic is not None:
             topic = new_topic
             message_move(message_ids=[message.pk], topic=topic)
@@ -171,14 +174,3 @@ def chat_turn(
         return TurnResult(True, topic, content=outcome.content, topic_moved=new_topic is not None)
     finally:
         connection.close()
-
-
-def _topic_opened_by(session_id: int) -> Topic | None:
-    """The topic the turn opened with start_new_topic (the first successful call), if any."""
-    call = (
-        ToolCall.objects.filter(session_id=session_id, tool=START_NEW_TOPIC, success=True)
-        .order_by("id")
-        .first()
-    )
-    topic_id = (call.result or {}).get("topic_id") if call else None
-    return Topic.objects.filter(pk=topic_id).first() if topic_id else None

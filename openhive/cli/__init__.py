@@ -1,5 +1,6 @@
 from .base import Verb
 from .ops import Delegate, Spawn, Status, Tool
+from .replay import Replay
 from .serve import Engine, Serve
 from .setup import Init, Token
 from .vault import Reembed, RotateVaultKey
@@ -17,4 +18,5 @@ VERBS: dict[str, Verb] = {
     "rotate-vault-key": RotateVaultKey(),
     "reembed": Reembed(),
     "worker": Worker(),
+    "replay": Replay(),
 }

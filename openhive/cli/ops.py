@@ -7,18 +7,24 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db.models import Count
 
+from openhive.core.context import ToolContext
+from openhive.core.errors import DomainError
+from openhive.core.jobs import registered_jobs
+from openhive.core.prompt_sections import registered_sections
+from openhive.core.registry import tools_for
 from openhive.engine.providers import providers_configured
 from openhive.engine.selectors import engine_leader
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
-from tasks.models import Task
+from openhive.engine.tool_calls import call_tool
+from openhive.org.services import team_spawn
 from tasks.orchestration import OVERLAP_POLICIES, task_delegate
+from tasks.selectors import task_counts_by_status, team_status
 from tasks.services import priority_from_name
+from teams.config import load_team_config
 from teams.models import MAIN_TEAM, Team
-from teams.selectors import team_get, team_status
-from teams.services import team_ensure_main, team_spawn
+from teams.selectors import team_get
+from teams.services import team_ensure_main
+from triggers.selectors import trigger_status_lines
 
 from .base import Verb
 
@@ -31,17 +37,45 @@ def _team(name: str) -> Team:
 
 
 class Tool(Verb):
-    help = "tool <team> <tool> '<json>': call a tool as a team and print the result."
+    help = (
+        "tool <team> <tool> '<json>' [--operator]: call a tool as a team (only the tools its "
+        "allowed_tools give its sessions, unless --operator) and print the result."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("team")
         parser.add_argument("tool")
         parser.add_argument("arguments", nargs="?", default="{}")
+        parser.add_argument(
+            "--operator",
+            action="store_true",
+            help="bypass the team's allowlist: any registered tool, as the operator",
+        )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
         team_ensure_main()
-        ctx = ToolContext(team=_team(options["team"]), actor="operator", source_channel="")
+        team = _team(options["team"])
+        if options["operator"]:
+            allowed = ["*"]
+            # On stderr, so stdout stays the result's JSON.
+            command.stderr.write(
+                f"Operator override: the allowlist of {team.name} is bypassed; any registered "
+                "tool may be called."
+            )
+        else:
+            try:
+                config = load_team_config(team.name)
+            except DomainError as exc:
+                raise CommandError(exc.message) from exc
+            # Exactly what the team's sessions are offered.
+            allowed = [s.name for s in tools_for(config.allowed_tools, team=team.name)]
+        ctx = ToolContext(team=team, actor="operator", source_channel="", allowed_tools=allowed)
         result = call_tool(ctx, options["tool"], options["arguments"])
+        if result.get("code") == "TOOL_NOT_ALLOWED":
+            result["error"] += (
+                f" (its allowed_tools offer: {', '.join(allowed) or 'none'}; "
+                "--operator bypasses the allowlist)"
+            )
         command.stdout.write(json.dumps(result, indent=2, default=str))
         if not result.get("success"):
             raise SystemExit(1)
@@ -117,15 +151,17 @@ class Status(Verb):
         leader = engine_leader()
         out.write(f"Engine leader: {leader.holder if leader else 'none running'}")
         out.write(f"Provider configured: {'yes' if providers_configured() else 'no'}")
-        counts = dict(Task.objects.values_list("status").annotate(n=Count("id")))
-        out.write("Tasks: " + ", ".join(f"{s} {counts.get(s, 0)}" for s in Task.Status.values))
+        counts = task_counts_by_status()
+        out.write("Tasks: " + ", ".join(f"{s} {n}" for s, n in counts.items()))
         out.write("Teams:")
-        self._tree(out, Team.objects.get(name=MAIN_TEAM), 0)
-        from triggers.selectors import trigger_status_lines
-
+        self._tree(out, team_ensure_main(), 0)
         out.write("Triggers:")
         for line in trigger_status_lines():
             out.write(f"  {line}")
+        # What the engine loop runs and what every prompt carries, in their declared order.
+        jobs = ", ".join(f"{j.name} ({j.every_seconds:g} s)" for j in registered_jobs())
+        out.write(f"Clock jobs: {jobs}")
+        out.write("Prompt sections: " + ", ".join(s.name for s in registered_sections()))
 
     def _tree(self, out, team: Team, depth: int) -> None:
         status = team_status(team)

@@ -13,10 +13,11 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from openhive import paths
+from openhive.core import paths
 from openhive.engine.providers import providers_file
 from teams.services import team_ensure_main
-from trust.services import api_token_create
+from trust.models import ApiToken
+from trust.services import RIGHTS_TEXT, api_token_create, token_rights
 
 from .base import Verb
 
@@ -81,17 +82,37 @@ class Init(Verb):
         command.stdout.write(f"Created admin user {username!r}.")
         if "DJANGO_SUPERUSER_PASSWORD" not in os.environ:
             command.stdout.write(f"  password: {password}   (shown once; change it in the admin)")
-        command.stdout.write(f"  API token: {token}   (shown once)")
+        command.stdout.write(f"  API token: {token}   (shown once; operator rights)")
 
 
 class Token(Verb):
-    help = "token create <username> [--name N]: print a new API token for a user."
+    help = (
+        "token create <username> [--name N] [--scope user|operator|chat]: print a new API "
+        "token for a user, and the rights it gives."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("action", choices=["create"])
         parser.add_argument("username")
         parser.add_argument("--name", default="")
+        parser.add_argument(
+            "--scope",
+            default=ApiToken.Scope.USER,
+            choices=ApiToken.Scope.values,
+            help="user (default): the user's own rights, operator for staff and chat for "
+            "everyone else; operator: operator rights even for a non-staff user; chat: chat "
+            "and its own topics only, even for a staff user",
+        )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
-        _, token = api_token_create(username=options["username"], name=options["name"])
+        row, token = api_token_create(
+            username=options["username"], name=options["name"], scope=options["scope"]
+        )
+        rights = token_rights(scope=row.scope, is_staff=row.user.is_staff)
+        # The token alone on stdout, so a script can capture it; what it may do on stderr.
         command.stdout.write(token)
+        why = {
+            ApiToken.Scope.OPERATOR: "granted by --scope operator",
+            ApiToken.Scope.CHAT: "restricted by --scope chat",
+        }.get(row.scope, f"{row.user.get_username()} is {'' if row.user.is_staff else 'not '}staff")
+        command.stderr.write(f"This token has {RIGHTS_TEXT[rights]} ({why}).")

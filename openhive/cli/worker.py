@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connections
 
+from openhive.engine.llm import get_litellm
 from tasks.runner import run_next_task, worker_id
 from tasks.services import tasks_reap_expired_leases
 
@@ -39,8 +40,6 @@ class Worker(Verb):
         )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
-        from openhive.engine.llm import get_litellm
-
         get_litellm()  # its import takes seconds: pay it before claiming, not inside a lease
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):

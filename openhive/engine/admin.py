@@ -3,55 +3,17 @@ of the provider profiles (their keys are never shown)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from openhive.errors import ProviderNotConfigured
-from vault.scrubbing import scrub
+from openhive.core.admin import ReadOnlyAdmin, ReadOnlyInline
+from openhive.core.errors import ProviderNotConfigured
+from openhive.core.scrubbing import scrub
 
 from .models import EngineLease, LlmExchange, Session, ToolCall
 from .providers import list_profiles, providers_file
-
-
-class NoEditAdmin(admin.ModelAdmin):
-    """Rows only the system writes (derived data, messages): readable and deletable, never
-    added or edited by hand."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class ReadOnlyAdmin(NoEditAdmin):
-    """Records the system wrote (audit, history): an operator reads them, nobody edits them."""
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
-        # Subclasses list their `fields`; all of them are display-only.
-        return tuple(self.fields or ())
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class LlmExchangeInline(ReadOnlyInline):

@@ -3,11 +3,14 @@ to fetch its cost map from the internet."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from decimal import Decimal
+from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import Any
 
@@ -45,6 +48,45 @@ class Completion:
     completion_tokens: int
     cost_usd: Decimal
     latency_ms: int
+    # The profile that answered, and every attempt the model port made (retries, fallbacks).
+    profile: str = ""
+    attempts: list[dict] = field(default_factory=list)
+
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+
+class ProviderError(Exception):
+    """A model call that failed, classified once: its HTTP status if any, whether trying
+    again may help, and how long the provider asked us to wait (Retry-After)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.kind, self.status, self.retry_after, self.retryable = (
+            kind,
+            status,
+            retry_after,
+            retryable,
+        )
+
+
+class ProviderUnavailable(ProviderError):
+    """Every attempt on every profile failed: the provider (and its fallbacks) are down."""
+
+    def __init__(self, message: str, attempts: list[dict], **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.attempts = attempts
+
+
+DeltaSink = Callable[[str], None]
 
 
 def complete(
@@ -54,23 +96,33 @@ def complete(
     *,
     team: str,
     timeout: float | None = None,
+    on_delta: DeltaSink | None = None,
 ) -> Completion:
+    """One attempt, no retries (the model port retries): raises `ProviderError`, or
+    `ScriptError` for a broken script."""
     litellm = get_litellm()
     kwargs = profile.completion_kwargs()
     if tools:
         kwargs["tools"] = tools
     if timeout is not None:
         kwargs.setdefault("timeout", timeout)
+    # Our model port retries, with backoff and the attempts recorded: the SDK must not.
+    kwargs.setdefault("max_retries", 0)
     started = time.monotonic()
     try:
-        response = litellm.completion(messages=messages, metadata={"openhive_team": team}, **kwargs)
+        if on_delta is None:
+            response = litellm.completion(
+                messages=messages, metadata={"openhive_team": team}, **kwargs
+            )
+        else:
+            response = _streamed(litellm, messages, team, kwargs, on_delta)
     except Exception as exc:
         # litellm wraps a script's own error in a connection error with a trace and a bug-report
         # link; the script's message is what the operator needs.
         script_error = _script_error(exc)
         if script_error is not None:
             raise script_error from None
-        raise
+        raise classify(exc) from exc
     latency_ms = int((time.monotonic() - started) * 1000)
     choice = response.choices[0]
     message = choice.message.model_dump(exclude_none=True)
@@ -84,26 +136,171 @@ def complete(
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cost_usd=_cost(litellm, response, profile),
         latency_ms=latency_ms,
+        profile=profile.name,
     )
 
 
-def _script_error(exc: BaseException) -> BaseException | None:
-    from openhive.engine.scripted import ScriptError
+def _streamed(
+    litellm: ModuleType, messages: list[dict], team: str, kwargs: dict, on_delta: DeltaSink
+) -> Any:
+    """Stream the reply, handing each piece of text to `on_delta`, then assemble it."""
+    stream = litellm.completion(
+        messages=messages,
+        metadata={"openhive_team": team},
+        stream=True,
+        stream_options={"include_usage": True},
+        **kwargs,
+    )
+    chunks = []
+    for chunk in stream:
+        chunks.append(chunk)
+        for choice in getattr(chunk, "choices", None) or []:
+            text = getattr(choice.delta, "content", None)
+            if text:
+                on_delta(text)
+    return litellm.stream_chunk_builder(chunks, messages=messages)
 
+
+def classify(exc: BaseException) -> ProviderError:
+    """Any failure of a call as a `ProviderError` (a scripted one included)."""
+    if isinstance(exc, ProviderError):
+        return exc
+    from openhive.engine.scripted import ScriptedFailure
+
+    failure = _in_chain(exc, ScriptedFailure)
+    if failure is not None:
+        status = failure.status_code
+        return ProviderError(
+            str(failure),
+            kind=_kind(status),
+            status=status,
+            retry_after=failure.retry_after,
+            retryable=status in RETRYABLE_STATUS,
+        )
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    name = type(exc).__name__
+    first_line = (str(exc).strip().splitlines() or [""])[0][:500]
+    timed_out = "Timeout" in name or isinstance(exc, TimeoutError)
+    connection = "APIConnectionError" in name or isinstance(exc, ConnectionError)
+    if timed_out:
+        kind, retryable = "timeout", True
+    elif status is not None:
+        kind, retryable = _kind(status), status in RETRYABLE_STATUS
+    elif connection:
+        kind, retryable = "connection", True
+    else:
+        kind, retryable = "other", False
+    return ProviderError(
+        f"{name}: {first_line}",
+        kind=kind,
+        status=status if not timed_out else (status or 408),
+        retry_after=_retry_after(exc),
+        retryable=retryable,
+    )
+
+
+def _kind(status: int) -> str:
+    if status == 429:
+        return "rate_limit"
+    if status in (408, 504):
+        return "timeout"
+    if status >= 500:
+        return "server"
+    if status in (401, 403):
+        return "auth"
+    return "bad_request"
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from a Retry-After header (seconds or an HTTP date), if the error carries one."""
+    headers: Any = getattr(exc, "litellm_response_headers", None)
+    response = getattr(exc, "response", None)
+    if not headers and response is not None:
+        headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        value = headers.get("retry-after") or headers.get("Retry-After")
+    except AttributeError:
+        return None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())
+
+
+def _in_chain(exc: BaseException, kind: type[BaseException]) -> Any:
     seen: set[int] = set()
     node: BaseException | None = exc
     while node is not None and id(node) not in seen:
-        if isinstance(node, ScriptError):
+        if isinstance(node, kind):
             return node
         seen.add(id(node))
         node = node.__cause__ or node.__context__
     return None
 
 
+def _script_error(exc: BaseException) -> BaseException | None:
+    from openhive.engine.scripted import ScriptError
+
+    return _in_chain(exc, ScriptError)
+
+
 def _cost(litellm: ModuleType, response: Any, profile: ProviderProfile) -> Decimal:
     if profile.is_scripted:
-        return Decimal(0)
+        from openhive.engine.scripted import take_cost
+
+        cost = take_cost(str(getattr(response, "id", "")))
+        extra = getattr(response.choices[0].message, "provider_specific_fields", None) or {}
+        return Decimal(str(cost or extra.get("cost_usd") or 0))
     try:
         return Decimal(str(litellm.completion_cost(completion_response=response) or 0))
     except Exception:  # unknown models have no price; tokens are still counted
         return Decimal(0)
+
+
+def count_message_tokens(profile: ProviderProfile, message: dict) -> int:
+    """Tokens of one message by litellm's tokenizer for the model (`litellm.encode`) and the
+    counting rule of its token counter (3 per message, plus every text field and tool call),
+    without the counter's per-call overhead: a session counts each message once."""
+    litellm = get_litellm()
+    try:
+        total = 3
+        for key, value in message.items():
+            if key == "tool_calls":
+                for call in value or []:
+                    function = call.get("function") or {}
+                    for text in (function.get("name"), function.get("arguments")):
+                        if text:
+                            total += len(litellm.encode(model=profile.model, text=str(text)))
+            elif isinstance(value, str):
+                total += len(litellm.encode(model=profile.model, text=value))
+                if key == "name":
+                    total += 1
+            elif isinstance(value, list):
+                for part in value:
+                    if isinstance(part, dict) and isinstance(part.get("text"), str):
+                        total += len(litellm.encode(model=profile.model, text=part["text"]))
+        return total
+    except Exception:  # an odd shape or tokenizer: the counter itself
+        return count_tokens(profile, [message], []) - 3
+
+
+def count_tokens(profile: ProviderProfile, messages: list[dict], tools: list[dict]) -> int:
+    """Tokens of a request, by litellm's counter for the profile's model (its default
+    tokenizer for models it does not know, the scripted ones included)."""
+    litellm = get_litellm()
+    try:
+        return int(
+            litellm.token_counter(model=profile.model, messages=messages, tools=tools or None)
+        )
+    except Exception:  # an odd message shape: a rough count beats none
+        return sum(len(json.dumps(m, default=str)) for m in messages) // 4

@@ -1,5 +1,8 @@
 from django.db import models
 
+# The one row of EngineLease that says which engine loop leads.
+LEADER = "engine-leader"
+
 
 class Session(models.Model):
     """One disposable run of one team on one task, chat turn or query."""
@@ -24,6 +27,22 @@ class Session(models.Model):
     topic = models.ForeignKey(
         "chat.Topic", null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions"
     )
+    # Lineage: the session (and its task) whose tool call started this one (a delegated task,
+    # a query of a child team), so a task tree can be walked, replayed and traced as one.
+    parent_session = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="child_sessions"
+    )
+    parent_task = models.ForeignKey(
+        "tasks.Task",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="child_sessions",
+    )
+    trace_id = models.CharField(max_length=32, blank=True, default="")
+    # How the caller shaped the agent (only_tools, topic_name, max_turns): what a replay needs
+    # to build the same spec again.
+    spec_options = models.JSONField(default=dict, blank=True)
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TASK)
     model = models.CharField(max_length=200, blank=True, default="")
     provider_profile = models.CharField(max_length=100, blank=True, default="")
@@ -45,12 +64,31 @@ class Session(models.Model):
 
 
 class LlmExchange(models.Model):
-    """One completion request and its reply, scrubbed of secrets, enough to replay the session."""
+    """One completion request and its reply, scrubbed of secrets, enough to replay the session.
+
+    `turn` numbers every exchange of the session in order. A `step` is a turn of the tool loop;
+    a `compaction` is the summary call that shortened the history; a `failed` exchange is a
+    call that no retry or fallback could answer. The request of a step is the previous step's
+    request cut to `request_start` messages plus `request_messages` (null: appended to all of
+    it); a compaction stores its whole request."""
+
+    class Kind(models.TextChoices):
+        STEP = "step"
+        COMPACTION = "compaction"
+        FAILED = "failed"
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="exchanges")
     turn = models.PositiveIntegerField()
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.STEP)
     request_digest = models.CharField(max_length=64)
+    request_start = models.PositiveIntegerField(null=True, blank=True)
     request_messages = models.JSONField(default=list)
+    # The tools offered with the request: their names, and a digest of their schemas.
+    tools = models.JSONField(default=list, blank=True)
+    tools_digest = models.CharField(max_length=64, blank=True, default="")
+    # The profile that answered, and every attempt made (retries, fallbacks) with its error.
+    provider_profile = models.CharField(max_length=100, blank=True, default="")
+    attempts = models.JSONField(default=list, blank=True)
     response = models.JSONField(default=dict)
     finish_reason = models.CharField(max_length=40, blank=True, default="")
     prompt_tokens = models.PositiveIntegerField(default=0)

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from openhive import paths
-from openhive.errors import ProviderNotConfigured
+from openhive.core import paths
+from openhive.core.errors import ProviderNotConfigured
 
 SCRIPTED_PREFIX = "scripted/"
 
@@ -38,7 +38,10 @@ class ProfileIn(BaseModel):
     temperature: float | None = None
     max_tokens: int | None = None
     timeout: float | None = None
-    context_window: int | None = None
+    context_window: int | None = Field(default=None, ge=256)
+    # Other profiles, tried in this order once this one keeps failing (their own fallbacks
+    # are not followed).
+    fallbacks: list[str] = Field(default_factory=list)
 
 
 class ProvidersFile(BaseModel):
@@ -46,6 +49,18 @@ class ProvidersFile(BaseModel):
 
     profiles: dict[str, ProfileIn] = Field(default_factory=dict)
     embedding: ProfileIn | None = None
+
+    @model_validator(mode="after")
+    def _fallbacks_exist(self) -> ProvidersFile:
+        for name, profile in self.profiles.items():
+            for other in profile.fallbacks:
+                if other == name:
+                    raise ValueError(f"profile {name!r} names itself as a fallback")
+                if other not in self.profiles:
+                    raise ValueError(
+                        f"profile {name!r} names fallback {other!r}, which is not defined"
+                    )
+        return self
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,8 @@ class ProviderProfile:
     api_key: SecretStr | None = None
     api_base: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    context_window: int | None = None
+    fallbacks: tuple[str, ...] = ()
 
     @property
     def is_scripted(self) -> bool:
@@ -75,6 +92,8 @@ class ProviderProfile:
             "model": self.model,
             "api_base": self.api_base,
             "api_key": "set" if self.api_key else "not set",
+            "context_window": self.context_window,
+            "fallbacks": list(self.fallbacks),
         }
 
 
@@ -125,7 +144,15 @@ def _build(name: str, raw: ProfileIn) -> ProviderProfile:
         ).items()
         if v is not None
     }
-    return ProviderProfile(name, raw.model, key, raw.api_base, options)
+    return ProviderProfile(
+        name,
+        raw.model,
+        key,
+        raw.api_base,
+        options,
+        context_window=raw.context_window,
+        fallbacks=tuple(raw.fallbacks),
+    )
 
 
 def resolve_profile(name: str = "default") -> ProviderProfile:

@@ -15,11 +15,24 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from openhive import paths
+from openhive.core import paths, saferegex
+
+# How much of the last message a rule's `matches` reads (tool results can be long).
+SCRIPT_MATCH_CHARS = 1_000_000
 
 
 class ScriptError(Exception):
     pass
+
+
+class ScriptedFailure(Exception):
+    """A provider error the script asked for (`reply: {error: {status: 429, ...}}`): the model
+    port treats it exactly like the same HTTP error from a real provider."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
+        super().__init__(f"scripted provider error {status}: {message}")
+        self.status_code = status
+        self.retry_after = retry_after
 
 
 class When(BaseModel):
@@ -35,9 +48,9 @@ class When(BaseModel):
     def _valid_regex(cls, value: str | None) -> str | None:
         if value is not None:
             try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"matches is not a valid regular expression: {exc}") from exc
+                saferegex.check_pattern(value)
+            except saferegex.UnsafePattern as exc:
+                raise ValueError(f"matches {exc}") from exc
         return value
 
 
@@ -51,8 +64,18 @@ class ScriptedToolCall(BaseModel):
 class Usage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    # What the call is said to have cost (the scripted provider has no price of its own).
+    cost_usd: float = Field(default=0, ge=0)
+
+
+class ScriptedErrorSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: int = Field(ge=400, le=599)
+    message: str = "scripted error"
+    retry_after: float | None = Field(default=None, ge=0)
 
 
 class Reply(BaseModel):
@@ -62,6 +85,8 @@ class Reply(BaseModel):
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
     delay_ms: int = Field(default=0, ge=0)
     usage: Usage | None = None
+    # Fail the call as a provider would (429 with Retry-After, 500, 503...), after delay_ms.
+    error: ScriptedErrorSpec | None = None
 
 
 class Rule(BaseModel):
@@ -69,6 +94,9 @@ class Rule(BaseModel):
 
     when: When = Field(default_factory=When)
     reply: Reply
+    # Answer at most this many calls (counted per version of the script file, in this
+    # process), then let later rules answer: "a 429, then a success".
+    times: int | None = Field(default=None, ge=1)
 
 
 class Script(BaseModel):
@@ -166,13 +194,26 @@ def rule_matches(when: When, conv: Conversation) -> bool:
         return False
     if when.tool is not None and when.tool != conv.last_tool:
         return False
-    return when.matches is None or re.search(when.matches, conv.last_text) is not None
+    # RE2: a script's pattern runs in linear time over the (possibly long) last message.
+    return when.matches is None or saferegex.search(
+        when.matches, conv.last_text, max_input=SCRIPT_MATCH_CHARS
+    )
+
+
+_uses: dict[tuple[int, int], int] = {}
 
 
 def choose_reply(script: Script, conv: Conversation) -> Reply:
-    for rule in script.rules:
-        if rule_matches(rule.when, conv):
-            return rule.reply
+    for index, rule in enumerate(script.rules):
+        if not rule_matches(rule.when, conv):
+            continue
+        if rule.times is not None:
+            with _cache_lock:
+                key = (id(script), index)
+                if _uses.get(key, 0) >= rule.times:
+                    continue
+                _uses[key] = _uses.get(key, 0) + 1
+        return rule.reply
     raise ScriptError(
         f"scripted provider: no rule matched (team={conv.team}, last={conv.last_role}, "
         f"tool={conv.last_tool}, text={conv.last_text[:80]!r})"
@@ -201,6 +242,7 @@ def reply_payload(reply: Reply, turn: int) -> dict:
             "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.prompt_tokens + usage.completion_tokens,
         },
+        "cost_usd": usage.cost_usd,
     }
 
 
@@ -214,8 +256,59 @@ def scripted_reply(script_name: str, messages: list[dict], team: str | None) -> 
         raise ScriptError(f"{exc} in script {resolve_script_path(script_name)}") from None
     if reply.delay_ms:
         time.sleep(reply.delay_ms / 1000)
+    if reply.error is not None:
+        raise ScriptedFailure(reply.error.status, reply.error.message, reply.error.retry_after)
     turn = sum(1 for m in conv.messages if m.get("role") == "assistant")
     return reply_payload(reply, turn)
+
+
+# What each scripted response cost, by response id, until the model port reads it: litellm
+# keeps no field of ours on the response it hands back.
+_costs: dict[str, float] = {}
+
+
+def take_cost(response_id: str) -> float:
+    with _cache_lock:
+        return _costs.pop(response_id, 0.0)
+
+
+def _remember_cost(response_id: str, cost: float) -> None:
+    if cost:
+        with _cache_lock:
+            _costs[response_id] = cost
+
+
+def stream_chunks(payload: dict) -> list[dict]:
+    """The reply as a provider streams it: the text a few words at a time, then each tool
+    call, then the end with the usage."""
+    message = payload["message"]
+    chunks: list[dict] = []
+    words = re.findall(r"\S+\s*", message.get("content") or "")
+    for start in range(0, len(words), 3):
+        chunks.append(_chunk(text="".join(words[start : start + 3])))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        chunks.append(_chunk(tool_use={**call, "index": index}, index=0))
+    usage = payload["usage"]
+    chunks.append(_chunk(finished=payload["finish_reason"], usage=usage))
+    return chunks
+
+
+def _chunk(
+    *,
+    text: str = "",
+    tool_use: dict | None = None,
+    finished: str = "",
+    usage: dict | None = None,
+    index: int = 0,
+) -> dict:
+    return {
+        "text": text,
+        "tool_use": tool_use,
+        "is_finished": bool(finished),
+        "finish_reason": finished,
+        "usage": usage,
+        "index": index,
+    }
 
 
 def make_handler():
@@ -224,20 +317,31 @@ def make_handler():
 
     class ScriptedLLM(CustomLLM):
         def completion(self, model, messages, *args, **kwargs):  # type: ignore[override]
-            litellm_params = kwargs.get("litellm_params") or {}
-            team = (litellm_params.get("metadata") or {}).get("openhive_team")
-            payload = scripted_reply(model, messages, team)
-            return ModelResponse(
+            payload = scripted_reply(model, messages, _team(kwargs))
+            response = ModelResponse(
                 choices=[
                     {"message": payload["message"], "finish_reason": payload["finish_reason"]}
                 ],
                 usage=payload["usage"],
                 model=f"scripted/{model}",
             )
+            _remember_cost(response.id, payload["cost_usd"])
+            return response
+
+        def streaming(self, model, messages, *args, **kwargs):  # type: ignore[override]
+            payload = scripted_reply(model, messages, _team(kwargs))
+            chunks = stream_chunks(payload)
+            if payload["cost_usd"]:
+                chunks[-1]["provider_specific_fields"] = {"cost_usd": payload["cost_usd"]}
+            yield from chunks
 
         async def acompletion(self, model, messages, *args, **kwargs):  # type: ignore[override]
             import asyncio
 
             return await asyncio.to_thread(self.completion, model, messages, *args, **kwargs)
+
+    def _team(kwargs: dict) -> str | None:
+        litellm_params = kwargs.get("litellm_params") or {}
+        return (litellm_params.get("metadata") or {}).get("openhive_team")
 
     return ScriptedLLM()

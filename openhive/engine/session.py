@@ -1,168 +1,389 @@
-"""A session: one disposable run of one team. Build the prompt, offer the allowed tools, loop
-completion → tool calls → results until a final answer or a stop, and record everything."""
+"""A session: one disposable run of one agent spec on one request. Offer the spec's tools,
+loop completion → tool calls → results until a final answer or a stop, and record everything
+through the recorder. The engine sees ids and the spec, never a team, task or topic row.
+
+Before each model call the loop fits the request into the context window (`compaction`) and
+checks the budgets with an estimate of the call (`budgets`); the model port retries and falls
+back (`model.ResilientModel`). Spans and log lines of the session carry its ids."""
 
 from __future__ import annotations
 
-import hashlib
+import contextvars
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import connections
-from django.utils import timezone
 
-from openhive.engine import llm
-from openhive.engine.models import LlmExchange, Session
-from openhive.engine.prompt import build_system_prompt
-from openhive.engine.providers import ProviderProfile, resolve_profile
-from openhive.errors import DomainError, ProviderNotConfigured
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
-from openhive.tools.registry import tools_for
-from teams.config import load_team_config
-from vault.scrubbing import Scrubber, get_scrubber, sensitive_values
+from openhive.core import logcontext
+from openhive.core.context import ToolContext
+from openhive.core.errors import DomainError
+from openhive.core.scrubbing import get_scrubber, sensitive_values
 
-if TYPE_CHECKING:
-    from openhive.chat.models import Topic
-    from tasks.models import Task
-    from teams.models import Team
+from . import compaction, llm, tracing
+from .budgets import BudgetExceeded, BudgetGuard, BudgetScope, Estimate, estimate_call
+from .lineage import Origin, running
+from .model import ModelPort, ResilientModel
+from .models import LlmExchange, Session
+from .recorder import SessionRecorder, digest
+from .spec import AgentSpec, SessionOutcome, SessionRequest
+from .tool_calls import call_tool
 
 logger = logging.getLogger(__name__)
 
-EventSink = Callable[[dict], None]
 Stop = Session.StopReason
-
-
-@dataclass
-class SessionRequest:
-    team: Team
-    content: str
-    kind: str = Session.Kind.TASK
-    task: Task | None = None
-    topic: Topic | None = None
-    history: list[dict] = field(default_factory=list)
-    only_tools: list[str] | None = None
-    max_turns: int | None = None
-    source_channel: str = ""
-    actor: str = ""
-    on_event: EventSink | None = None
-    should_cancel: Callable[[], bool] | None = None
-    timeout_seconds: float | None = None
-
-
-@dataclass
-class SessionOutcome:
-    session_id: int
-    stop_reason: str
-    content: str
-    error: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.stop_reason == Stop.COMPLETED
+SpecSource = AgentSpec | Callable[[], AgentSpec]
+ToolRunner = Callable[[ToolContext, str, "str | dict | None"], dict]
 
 
 class _Stopped(Exception):
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, **details: object) -> None:
         super().__init__(message)
         self.reason = reason
+        self.details = details
 
 
-def run_session(request: SessionRequest) -> SessionOutcome:
-    team = request.team
-    session = Session.objects.create(
-        team=team, task=request.task, topic=request.topic, kind=request.kind
-    )
-    scrubber = get_scrubber(refresh=True)
-    handed_over: list[str] = []  # secret values seen in tool-call arguments (credentials)
-    try:
-        config = load_team_config(team.name)
-        profile = resolve_profile(config.provider_profile)
-        session.model, session.provider_profile = profile.model, profile.name
-        max_turns = request.max_turns or config.max_turns
-        content = _loop(
-            request, session, profile, config.allowed_tools, max_turns, scrubber, handed_over
+def run_session(
+    request: SessionRequest,
+    spec: SpecSource,
+    *,
+    model: ModelPort | None = None,
+    tool_runner: ToolRunner | None = None,
+) -> SessionOutcome:
+    """Run `spec` on `request`; never raises for the work's own failures. `spec` may be a
+    callable, called once the session is recorded, so that a team whose configuration is
+    broken still leaves a session that says why. `tool_runner` replaces `call_tool` (replay
+    answers world-reaching tools from the record)."""
+    with tracing.session_span(
+        agent=str(request.team_id),
+        team_id=request.team_id,
+        task_id=request.task_id,
+        kind=request.kind,
+        carrier=request.trace,
+    ) as span:
+        recorder = SessionRecorder(
+            team_id=request.team_id,
+            kind=request.kind,
+            task_id=request.task_id,
+            topic_id=request.topic_id,
+            parent_session_id=request.parent_session_id,
+            parent_task_id=request.parent_task_id,
+            trace_id=tracing.trace_id_of(span),
+            spec_options=request.spec_options,
         )
-        return _finish(session, Stop.COMPLETED, content, "", handed_over)
+        span.set_attribute("openhive.session_id", recorder.session_id)
+        ids = {"session_id": recorder.session_id, "task_id": request.task_id}
+        with logcontext.bind(**ids, trace_id=recorder.session.trace_id or None):
+            outcome = _run(request, spec, recorder, model, tool_runner or call_tool, span)
+        span.set_attribute("openhive.stop_reason", outcome.stop_reason)
+        if not outcome.ok:
+            span.set_status(tracing.Status(tracing.StatusCode.ERROR, outcome.stop_reason))
+        return outcome
+
+
+def _run(
+    request: SessionRequest,
+    spec: SpecSource,
+    recorder: SessionRecorder,
+    model: ModelPort | None,
+    tool_runner: ToolRunner,
+    span: tracing.Span,
+) -> SessionOutcome:
+    get_scrubber(refresh=True)
+    effects: dict = {}
+    try:
+        agent = spec() if callable(spec) else spec
+        span.update_name(f"invoke_agent {agent.name}")
+        span.set_attribute("gen_ai.agent.name", agent.name)
+        recorder.use_profile(agent.profile)
+        with logcontext.bind(team=agent.name):
+            loop = _Loop(request, agent, recorder, model or ResilientModel(), effects, tool_runner)
+            return recorder.finish(Stop.COMPLETED, loop.run(), "", effects)
     except _Stopped as stop:
-        return _finish(session, stop.reason, str(stop), str(stop), handed_over)
-    except (ProviderNotConfigured, DomainError) as exc:
-        return _finish(session, Stop.ERROR, "", exc.message, handed_over)
+        outcome = recorder.finish(stop.reason, str(stop), str(stop), effects)
+        outcome.transient = bool(stop.details.get("transient"))
+        outcome.retry_after = stop.details.get("retry_after")  # type: ignore[assignment]
+        outcome.budget = str(stop.details.get("budget") or "")
+        return outcome
+    except DomainError as exc:
+        return recorder.finish(Stop.ERROR, "", exc.message, effects)
     except Exception as exc:  # a provider or script failure ends this session, not the process
-        logger.warning("session %s of team %s failed: %s", session.pk, team.name, exc)
+        logger.warning("session %s of %s failed: %s", recorder.session_id, request.team_id, exc)
         # The first line says what went wrong; provider traces stay in the log.
         first_line = (str(exc).strip().splitlines() or [""])[0][:1000]
-        return _finish(session, Stop.ERROR, "", f"{type(exc).__name__}: {first_line}", handed_over)
+        return recorder.finish(Stop.ERROR, "", f"{type(exc).__name__}: {first_line}", effects)
 
 
-def _loop(
-    request: SessionRequest,
-    session: Session,
-    profile: ProviderProfile,
-    allowed_tools: list[str],
-    max_turns: int,
-    scrubber: Scrubber,
-    handed_over: list[str],
-) -> str:
-    team = request.team
-    prompt = build_system_prompt(team, topic_name=request.topic.name if request.topic else None)
-    messages: list[dict] = [
-        {**m, "content": scrubber.data(m["content"])}
-        for m in prompt.messages(cache_hint=profile.model.startswith("anthropic/"))
-    ]
-    messages += [*request.history, {"role": "user", "content": request.content}]
-    specs = tools_for(allowed_tools, only=request.only_tools, team=team.name)
-    schemas = [spec.function_schema() for spec in specs]
-    ctx = ToolContext(
-        team=team,
-        session_id=session.pk,
-        task_id=request.task.pk if request.task else None,
-        source_channel=request.source_channel,
-        topic_id=request.topic.pk if request.topic else None,
-        actor=request.actor or team.name,
-        allowed_tools=[spec.name for spec in specs],
-    )
-    deadline = time.monotonic() + request.timeout_seconds if request.timeout_seconds else None
-    recorded_upto = 0
-    for turn in range(1, max_turns + 1):
-        _check_stop(request, deadline)
-        reply = _complete(request, deadline, profile, messages, schemas, team.name)
-        # Credentials in the model's tool calls are secrets from now on: in the user message
-        # that carried them, in this reply, and in everything after. Secrets that tools stored
-        # meanwhile come with a fresh live scrubber.
-        handed_over.extend(_secrets_in_calls(reply.message))
-        scrubber = get_scrubber().with_extra(handed_over)
-        _record_exchange(session, turn, messages, recorded_upto, reply, scrubber)
-        recorded_upto = len(messages)
-        messages.append(reply.message)
-        calls = reply.message.get("tool_calls") or []
-        if not calls:
-            return reply.message.get("content") or ""
-        for call in calls:
-            _check_stop(request, deadline)
-            name = call["function"]["name"]
-            arguments = call["function"].get("arguments") or "{}"
-            _emit(request, {"event": "tool_call", "name": name})
-            result = call_tool(ctx, name, arguments)
-            _emit(request, {"event": "tool_result", "name": name, "success": result["success"]})
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call["id"],
-                    "name": name,
-                    "content": json.dumps(result, default=str),
-                }
+class _Loop:
+    def __init__(
+        self,
+        request: SessionRequest,
+        agent: AgentSpec,
+        recorder: SessionRecorder,
+        model: ModelPort,
+        effects: dict,
+        tool_runner: ToolRunner,
+    ) -> None:
+        self.request, self.agent, self.recorder, self.model = request, agent, recorder, model
+        self.tool_runner = tool_runner
+        self.schemas = [spec.function_schema() for spec in agent.tools]
+        self.tools_digest = digest(self.schemas)
+        self.ctx = ToolContext(
+            team=agent.team,
+            session_id=recorder.session_id,
+            task_id=request.task_id,
+            source_channel=request.source_channel,
+            topic_id=request.topic_id,
+            actor=request.actor or agent.name,
+            allowed_tools=[spec.name for spec in agent.tools],
+            effects=effects,
+            tools={spec.name: spec for spec in agent.tools},
+        )
+        self.offered = tuple(self.ctx.tools)
+        timeout = agent.timeout_seconds
+        self.deadline = time.monotonic() + timeout if timeout else None
+        self.guard = BudgetGuard(
+            agent.budgets,
+            BudgetScope(
+                team_id=request.team_id,
+                team_name=agent.name,
+                session_id=recorder.session_id,
+                task_id=request.task_id,
+                window=request.trigger_window,
+            ),
+        )
+        self.limit = compaction.threshold(agent.profile)
+        self.counter = TokenCounter(agent.profile, self.schemas, self.tools_digest)
+        self.completions: list[int] = []
+        self.spent_tokens = 0
+        self.spent_usd = Decimal(0)
+
+    def run(self) -> str:
+        scrubber = get_scrubber()
+        messages: list[dict] = [
+            {**m, "content": scrubber.data(m["content"])} for m in self.agent.system_messages
+        ]
+        messages += [*self.request.history, {"role": "user", "content": self.request.content}]
+        for turn in range(1, self.agent.max_turns + 1):
+            self.check_stop()
+            self.refresh_offer()
+            messages = self.fit(messages)
+            reply = self.ask(messages, self.schemas, stream=self.request.stream)
+            # Credentials in the model's tool calls are secrets from now on: in the user
+            # message that carried them, in this reply, and in everything after.
+            self.recorder.handed_over.extend(_secrets_in_calls(reply.message))
+            self.recorder.exchange(
+                turn, messages, reply, tools=self.schemas, tools_digest=self.tools_digest
             )
-    raise _Stopped(
-        Stop.MAX_TURNS,
-        f"[Session stopped after {max_turns} turns without a final answer; the work may be "
-        "partly done: check the tool calls in the audit.]",
-    )
+            messages.append(reply.message)
+            calls = reply.message.get("tool_calls") or []
+            if not calls:
+                return reply.message.get("content") or ""
+            for call in calls:
+                self.check_stop()
+                messages.append(self.call(call))
+        raise _Stopped(
+            Stop.MAX_TURNS,
+            f"[Session stopped after {self.agent.max_turns} turns without a final answer; the "
+            "work may be partly done: check the tool calls in the audit.]",
+        )
+
+    # --- before the call: the tools offered, the context window and the budgets --------------
+
+    def refresh_offer(self) -> None:
+        """A tool may have added tools to the session (a skill bringing in its own): offer
+        them from this call on, and allow calling them."""
+        offered = tuple(self.ctx.tools)
+        if offered == self.offered:
+            return
+        self.offered = offered
+        self.schemas = [spec.function_schema() for spec in self.ctx.tools.values()]
+        self.tools_digest = digest(self.schemas)
+        self.ctx.allowed_tools = list(offered)
+        self.counter.offer(self.schemas, self.tools_digest)
+
+    def fit(self, messages: list[dict]) -> list[dict]:
+        if self.limit is None:
+            return messages
+        done = compaction.compact(
+            messages,
+            limit=self.limit,
+            count=lambda m: self.counter.count(m, tools=self.schemas),
+            summarise=self.summarise,
+        )
+        if done is None:
+            return messages
+        logger.info(
+            "compacted the context: %d tool result(s) cut, %d message(s) summarised",
+            done.cut,
+            done.summarised,
+        )
+        self.recorder.rebase(done.first_changed)
+        return done.messages
+
+    def summarise(self, older: list[dict]) -> str:
+        request = compaction.summary_request(older)
+        reply = self.ask(request, [], stream=False)
+        self.recorder.exchange(0, request, reply, kind=LlmExchange.Kind.COMPACTION)
+        return (reply.message.get("content") or "").strip() or "(no summary was written)"
+
+    def check_budget(self, messages: list[dict], tools: list[dict]) -> None:
+        def estimate() -> Estimate:
+            prompt_tokens = self.counter.count(messages, tools=tools)
+            made = self.completions
+            expected = sum(made) // len(made) if made else 0
+            observed = self.spent_usd / self.spent_tokens if self.spent_tokens else Decimal(0)
+            return estimate_call(
+                model=self.agent.profile.model,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=expected,
+                observed_usd_per_token=observed,
+                price=None if self.agent.profile.is_scripted else _price(),
+            )
+
+        try:
+            self.guard.check(estimate, own_tokens=self.spent_tokens, own_usd=self.spent_usd)
+        except BudgetExceeded as exc:
+            raise _Stopped(Stop.BUDGET_EXCEEDED, str(exc), budget=exc.budget) from None
+
+    # --- the call ---------------------------------------------------------------------------
+
+    def ask(self, messages: list[dict], tools: list[dict], *, stream: bool) -> llm.Completion:
+        self.check_budget(messages, tools)
+        try:
+            reply = self.complete(messages, tools, stream=stream)
+        except llm.ProviderUnavailable as exc:
+            self.recorder.failed(messages, exc.attempts, str(exc))
+            raise _Stopped(
+                Stop.ERROR,
+                f"ProviderUnavailable: {exc}",
+                transient=exc.retryable,
+                retry_after=exc.retry_after,
+            ) from None
+        self.completions.append(reply.completion_tokens)
+        self.spent_tokens += reply.prompt_tokens + reply.completion_tokens
+        self.spent_usd += reply.cost_usd
+        return reply
+
+    def complete(self, messages: list[dict], tools: list[dict], *, stream: bool) -> llm.Completion:
+        """The model call, abandoned as soon as the session is cancelled or times out: a slow
+        reply must not keep a cancelled session alive. An abandoned call finishes in its
+        thread and its reply is dropped."""
+        profile, name = self.agent.profile, self.agent.name
+        on_delta = self.delta if stream and self.request.on_event is not None else None
+        if self.request.should_cancel is None and self.deadline is None:
+            return self.model.complete(profile, messages, tools, agent=name, on_delta=on_delta)
+        box: dict = {}
+        done = threading.Event()
+
+        def call() -> None:
+            try:
+                box["reply"] = self.model.complete(
+                    profile, list(messages), tools, agent=name, on_delta=on_delta
+                )
+            except BaseException as exc:  # handed to the session thread below
+                box["error"] = exc
+            finally:
+                connections.close_all()  # this thread's own connections only
+                done.set()
+
+        # The thread runs in a copy of this context: its spans, log lines and lineage are
+        # the session's.
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(call,), name=f"llm-{name}", daemon=True).start()
+        poll = settings.OPENHIVE["CANCEL_POLL_SECONDS"]
+        while not done.wait(poll):
+            self.check_stop()
+        if "error" in box:
+            raise box["error"]
+        return box["reply"]
+
+    def call(self, call: dict) -> dict:
+        name = call["function"]["name"]
+        arguments = call["function"].get("arguments") or "{}"
+        self.emit({"event": "tool_call", "name": name})
+        with (
+            tracing.tool_span(name, call.get("id") or "") as span,
+            running(Origin(self.recorder.session_id, self.request.task_id)),
+        ):
+            result = self.tool_runner(self.ctx, name, arguments)
+            span.set_attribute("openhive.success", bool(result.get("success")))
+        self.emit({"event": "tool_result", "name": name, "success": result["success"]})
+        return {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": name,
+            "content": json.dumps(result, default=str),
+        }
+
+    def check_stop(self) -> None:
+        if self.request.should_cancel is not None and self.request.should_cancel():
+            raise _Stopped(Stop.CANCELLED, "[Session cancelled.]")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _Stopped(Stop.TIMEOUT, "[Session timed out.]")
+
+    def delta(self, text: str) -> None:
+        self.emit({"event": "delta", "content": text})
+
+    def emit(self, event: dict) -> None:
+        if self.request.on_event is not None:
+            try:
+                self.request.on_event(event)
+            except Exception:  # a vanished listener must not stop the work
+                logger.debug("event listener failed", exc_info=True)
+
+
+class TokenCounter:
+    """Counts a request with litellm's tokenizer and counting rule, one message at a time with
+    the counts kept: a session's history only grows between compactions, so each step counts
+    only its new messages."""
+
+    def __init__(self, profile, schemas: list[dict], tools_digest: str = "") -> None:
+        self.profile = profile
+        self.tools_digest = tools_digest
+        # By message object: the loop appends and never edits a message (compaction makes new
+        # ones). The message is kept with its count, so its id cannot be reused meanwhile.
+        self.cache: dict[int, tuple[dict, int]] = {}
+        self.tools_tokens: int | None = None
+        self.schemas = schemas
+
+    def offer(self, schemas: list[dict], tools_digest: str) -> None:
+        self.schemas, self.tools_digest, self.tools_tokens = schemas, tools_digest, None
+
+    def count(self, messages: list[dict], *, tools: list[dict] | None = None) -> int:
+        total = 3  # the reply's priming, as litellm counts it
+        for message in messages:
+            known = self.cache.get(id(message))
+            if known is None or known[0] is not message:
+                known = (message, llm.count_message_tokens(self.profile, message))
+                self.cache[id(message)] = known
+            total += known[1]
+        if tools:
+            if self.tools_tokens is None:
+                self.tools_tokens = _tools_tokens(self.profile, tools, self.tools_digest)
+            total += self.tools_tokens
+        return total
+
+
+_TOOLS_TOKENS: dict[tuple[str, str], int] = {}
+
+
+def _tools_tokens(profile, tools: list[dict], tools_digest: str) -> int:
+    """What offering `tools` adds to a request, counted once per model and set of schemas."""
+    key = (profile.model, tools_digest or digest(tools))
+    if key not in _TOOLS_TOKENS:
+        probe = [{"role": "user", "content": ""}]
+        with_tools = llm.count_tokens(profile, probe, tools)
+        _TOOLS_TOKENS[key] = max(0, with_tools - llm.count_tokens(profile, probe, []))
+    return _TOOLS_TOKENS[key]
+
+
+def _price():
+    return llm.get_litellm().cost_per_token
 
 
 def _secrets_in_calls(message: dict) -> list[str]:
@@ -174,110 +395,3 @@ def _secrets_in_calls(message: dict) -> list[str]:
             continue
         values += sensitive_values(arguments)
     return values
-
-
-def _check_stop(request: SessionRequest, deadline: float | None) -> None:
-    if request.should_cancel is not None and request.should_cancel():
-        raise _Stopped(Stop.CANCELLED, "[Session cancelled.]")
-    if deadline is not None and time.monotonic() > deadline:
-        raise _Stopped(Stop.TIMEOUT, "[Session timed out.]")
-
-
-def _complete(
-    request: SessionRequest,
-    deadline: float | None,
-    profile: ProviderProfile,
-    messages: list[dict],
-    schemas: list[dict],
-    team_name: str,
-) -> llm.Completion:
-    """The model call, abandoned as soon as the session is cancelled or times out: a slow
-    reply must not keep a cancelled session alive. An abandoned call finishes in its thread
-    and its reply is dropped."""
-    if request.should_cancel is None and deadline is None:
-        return llm.complete(profile, messages, schemas, team=team_name)
-    box: dict = {}
-    done = threading.Event()
-
-    def call() -> None:
-        try:
-            box["reply"] = llm.complete(profile, list(messages), schemas, team=team_name)
-        except BaseException as exc:  # handed to the session thread below
-            box["error"] = exc
-        finally:
-            connections.close_all()  # this thread's own connections only
-            done.set()
-
-    threading.Thread(target=call, name=f"llm-{team_name}", daemon=True).start()
-    poll = settings.OPENHIVE["CANCEL_POLL_SECONDS"]
-    while not done.wait(poll):
-        _check_stop(request, deadline)
-    if "error" in box:
-        raise box["error"]
-    return box["reply"]
-
-
-def _emit(request: SessionRequest, event: dict) -> None:
-    if request.on_event is not None:
-        try:
-            request.on_event(event)
-        except Exception:  # a vanished listener must not stop the work
-            logger.debug("event listener failed", exc_info=True)
-
-
-def _record_exchange(
-    session: Session,
-    turn: int,
-    messages: list[dict],
-    recorded_upto: int,
-    reply: llm.Completion,
-    scrubber: Scrubber,
-) -> None:
-    digest = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()
-    LlmExchange.objects.create(
-        session=session,
-        turn=turn,
-        request_digest=digest,
-        # Only what is new since the previous turn: the whole history is the sum of the rows.
-        request_messages=scrubber.data(messages[recorded_upto:]),
-        response=scrubber.data(reply.message),
-        finish_reason=reply.finish_reason,
-        prompt_tokens=reply.prompt_tokens,
-        completion_tokens=reply.completion_tokens,
-        cost_usd=reply.cost_usd,
-        latency_ms=reply.latency_ms,
-    )
-    session.turns = turn
-    session.prompt_tokens += reply.prompt_tokens
-    session.completion_tokens += reply.completion_tokens
-    session.cost_usd += reply.cost_usd
-    session.save(
-        update_fields=[
-            "turns",
-            "prompt_tokens",
-            "completion_tokens",
-            "cost_usd",
-            "model",
-            "provider_profile",
-        ]
-    )
-
-
-def _finish(
-    session: Session, reason: str, content: str, error: str, handed_over: list[str]
-) -> SessionOutcome:
-    # The session may have created secrets: reload, and add those only seen in tool calls.
-    scrubber = get_scrubber(refresh=True).with_extra(handed_over)
-    session.stop_reason = reason
-    session.final_text = scrubber.text(content)
-    session.error = scrubber.text(error)
-    session.finished_at = timezone.now()
-    session.save()
-    return SessionOutcome(session.pk, reason, session.final_text, session.error)
-
-
-def outcome_text(outcome: SessionOutcome) -> str:
-    """What a person should read about a session's end."""
-    if outcome.ok:
-        return outcome.content
-    return outcome.content or f"Error: {outcome.error}"

@@ -35,7 +35,7 @@ from trust.services import api_token_create
 
 pytestmark = pytest.mark.django_db
 
-OUR_APPS = ("teams", "tasks", "triggers", "memory", "vault", "trust", "engine", "chat")
+OUR_APPS = ("teams", "tasks", "triggers", "memory", "vault", "trust", "engine", "chat", "tools")
 
 
 def _api_token() -> ApiToken:
@@ -79,7 +79,22 @@ def _org_op_lock() -> Model:
     )
 
 
+def _rate_limit_bucket() -> Model:
+    from openhive.tools.models import RateLimitBucket
+
+    return RateLimitBucket.objects.create(team=TeamFactory(), key="api", tokens=1.5, refilled_at=0)
+
+
+def _reach_call() -> Model:
+    from openhive.tools.models import ReachCall
+
+    row = ToolCallFactory(tool="web_fetch", arguments={"url": "https://example.com/"})
+    return ReachCall.objects.get(pk=row.pk)
+
+
 MAKERS: dict[str, Callable[[], Model]] = {
+    "tools.ratelimitbucket": _rate_limit_bucket,
+    "tools.reachcall": _reach_call,
     "teams.teammessage": _team_message,
     "tasks.orgoplock": _org_op_lock,
     "teams.team": TeamFactory,

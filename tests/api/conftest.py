@@ -13,9 +13,17 @@ def fast_password_hashing(settings) -> None:
 
 @pytest.fixture
 def api_token(db) -> str:
-    """A plain API token of an ordinary (non-staff) user: tokens need no staff flag."""
-    UserFactory(username="operator")
+    """An operator's API token: a staff user's (a token carries its user's rights)."""
+    UserFactory(username="operator", is_staff=True)
     _, token = api_token_create(username="operator", name="tests")
+    return token
+
+
+@pytest.fixture
+def chat_user_token(db) -> str:
+    """The token of an ordinary (non-staff) user: it may chat and read its own topics."""
+    UserFactory(username="chatter")
+    _, token = api_token_create(username="chatter", name="tests")
     return token
 
 

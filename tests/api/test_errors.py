@@ -3,7 +3,7 @@
 import pytest
 from django.test import Client
 
-from openhive.errors import Conflict, DomainError, NotAllowed, NotFound
+from openhive.core.errors import Conflict, DomainError, NotAllowed, NotFound
 from tests.api.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

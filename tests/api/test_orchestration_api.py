@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from openhive import paths
+from openhive.core import paths
+from openhive.org.services import team_spawn
 from tasks.models import Task
-from tasks.services import task_cancel, task_claim, task_enqueue
+from tasks.services import task_cancel, task_enqueue
 from teams.models import Team
-from teams.services import team_spawn
+from tests.factories import claim
 from vault.models import VaultEntry
 
 pytestmark = pytest.mark.django_db
@@ -129,7 +130,7 @@ def test_enqueue_with_overlap_policies(api_client, ops):
 
 def test_requeue_makes_a_new_pending_copy_of_a_cancelled_task(api_client, ops):
     task = task_enqueue(team=ops, text="flaky", priority=Task.Priority.LOW)
-    task_claim(task_id=task.pk, worker="w")
+    claim(task_id=task.pk, worker="w")
     task_cancel(task_id=task.pk)
     response = api_client.post(f"/api/v1/tasks/{task.pk}/requeue")
     assert response.status_code == 201

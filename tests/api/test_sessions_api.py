@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openhive.engine.session import SessionRequest, run_session
+from teams.agent import run_team_session
 from vault.services import vault_store_secret
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +24,7 @@ def recorded_session(main_team, scripted_provider):
             {"when": {"last": "tool"}, "reply": {"content": "none yet"}},
         ]
     )
-    outcome = run_session(SessionRequest(team=main_team, content="which teams?"))
+    outcome = run_team_session(main_team, "which teams?")
     assert outcome.ok
     return outcome.session_id
 
@@ -51,8 +51,8 @@ def test_audit_filters_by_tool_and_outcome(api_client, recorded_session):
 
 
 def test_audit_never_returns_a_secret_learned_after_the_call(api_client, main_team):
-    from openhive.tools.audit import call_tool
-    from openhive.tools.context import ToolContext
+    from openhive.core.context import ToolContext
+    from openhive.engine.tool_calls import call_tool
 
     call_tool(
         ToolContext(team=main_team), "delegate_task", {"team": "x", "task": "use zz-top-secret-9"}

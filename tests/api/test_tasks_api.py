@@ -42,7 +42,7 @@ def test_tasks_list_item_has_every_field(api_client, queue):
     assert set(item) == {
         "id", "team", "type", "priority", "status", "text", "result", "source_channel",
         "topic_id", "correlation_id", "created_at", "started_at", "finished_at",
-        "duration_ms", "attempts", "stop_reason",
+        "duration_ms", "attempts", "stop_reason", "run_after", "defer_count", "defer_reason",
     }  # fmt: skip
 
 
@@ -92,11 +92,16 @@ def test_tasks_list_with_invalid_filter_is_422_with_detail(api_client, queue, qu
     assert isinstance(detail, list) and detail[0]["msg"]
 
 
-@pytest.mark.parametrize("team", ["nope", "%C3%A9quipe", "a%00b", "x" * 64])
+@pytest.mark.parametrize("team", ["nope", "%C3%A9quipe", "x" * 64])
 def test_tasks_list_for_unknown_team_is_404(api_client, queue, team):
     response = api_client.get(f"/api/v1/tasks?team={team}")
     assert response.status_code == 404
     assert "not found" in response.json()["detail"]
+
+
+def test_tasks_list_for_a_team_name_with_a_nul_is_a_400_on_every_database(api_client, queue):
+    response = api_client.get("/api/v1/tasks?team=a%00b")
+    assert response.status_code == 400 and response.json()["code"] == "invalid_text"
 
 
 def test_task_detail_includes_its_sessions(api_client, queue):

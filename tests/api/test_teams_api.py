@@ -67,7 +67,7 @@ def test_team_detail_has_children_and_task_counts(api_client, org):
 
 
 @pytest.mark.parametrize(
-    "name", ["nope", "Ops", "ops%20", "%C3%A9quipe", "x" * 500, "ops%00", "..", "%E2%80%AE"]
+    "name", ["nope", "Ops", "ops%20", "%C3%A9quipe", "x" * 500, "..", "%E2%80%AE"]
 )
 def test_team_detail_of_unknown_or_invalid_name_is_404_json(api_client, org, name):
     response = api_client.get(f"/api/v1/teams/{name}")

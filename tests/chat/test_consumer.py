@@ -118,7 +118,7 @@ async def test_turn_streams_tool_events_then_the_response(token, scripted_provid
     await _receive_until(communicator, "topic_list")
     await communicator.send_json_to({"type": "message", "content": "which teams?"})
     seen = await _receive_until(communicator, "response")
-    kinds = [(m["type"], m.get("event")) for m in seen if m["type"] != "topic_list"]
+    kinds = [(m["type"], m.get("event")) for m in seen if m["type"] not in ("topic_list", "delta")]
     assert kinds == [
         ("ack", None),
         ("event", "tool_call"),
@@ -130,6 +130,21 @@ async def test_turn_streams_tool_events_then_the_response(token, scripted_provid
     lists = [m for m in seen if m["type"] == "topic_list"]
     assert lists and lists[-1]["topics"][0]["name"] == "which teams?"
     assert [m.role async for m in Message.objects.order_by("id")] == ["user", "assistant"]
+    await communicator.disconnect()
+
+
+async def test_the_reply_streams_as_deltas_before_the_response(token, scripted_provider):
+    answer = "The ops team is ready and has three tasks queued for tonight."
+    scripted_provider([{"when": {}, "reply": {"content": answer}}])
+    communicator = await _connect(f"/ws/chat/?token={token}")
+    await _receive_until(communicator, "topic_list")
+    await communicator.send_json_to({"type": "message", "content": "status?"})
+    seen = await _receive_until(communicator, "response")
+    deltas = [m for m in seen if m["type"] == "delta"]
+    response = seen[-1]
+    assert len(deltas) > 2 and "".join(d["content"] for d in deltas) == answer
+    assert {d["topic_id"] for d in deltas} == {response["topic_id"]}
+    assert seen.index(deltas[-1]) < seen.index(response) and response["content"] == answer
     await communicator.disconnect()
 
 
@@ -153,8 +168,13 @@ async def test_outbox_written_while_offline_is_delivered_on_reconnect(token, dja
     [
         ({"text_data": "{not json"}, "not valid JSON"),
         ({"bytes_data": b"\x00\x01"}, "binary frames"),
-        ({"text_data": "x" * 70_000}, "larger than"),
         ({"text_data": "[1, 2, 3]"}, "JSON object"),
+        ({"text_data": '{"type": "message", "content": "a\\u0000b"}'}, "NUL character"),
+        ({"text_data": '{"type": "message", "content": "a\\ud800b"}'}, "unpaired surrogate"),
+        ({"text_data": '{"type": "message", "content": "hi", "x\\u0000": 1}'}, "NUL"),
+        ({"text_data": '{"type": "message", "topic_id": "\\udfff"}'}, "unpaired surrogate"),
+        ({"text_data": "[" * 30_000 + "]" * 30_000}, "nested too deeply"),
+        ({"text_data": '{"a":' * 500 + "1" + "}" * 500}, "nested more than 100 levels"),
     ],
 )
 async def test_malformed_frames_get_an_error_and_the_socket_stays_usable(
@@ -170,3 +190,39 @@ async def test_malformed_frames_get_an_error_and_the_socket_stays_usable(
     seen = await _receive_until(communicator, "response")
     assert seen[-1]["content"] == "still here"
     await communicator.disconnect()
+
+
+async def test_a_frame_over_the_limit_gets_an_error_then_a_close_with_a_reason(token):
+    communicator = await _connect(f"/ws/chat/?token={token}")
+    await _receive_until(communicator, "topic_list")
+    await communicator.send_to(text_data="x" * 70_000)
+    error = await communicator.receive_json_from(timeout=5)
+    assert error["code"] == "bad_request" and "larger than 64000" in error["message"]
+    close = await communicator.receive_output(timeout=5)
+    assert close == {
+        "type": "websocket.close",
+        "code": 1009,
+        "reason": "frame larger than 64000 characters",
+    }
+    assert await Message.objects.acount() == 0
+
+
+def test_daphne_sends_the_close_reason_it_is_given():
+    from daphne.ws_protocol import WebSocketProtocol
+
+    from openhive.chat.close_reason import install
+
+    install()  # what the web process does once daphne has loaded the application
+
+    sent = []
+
+    class Protocol(WebSocketProtocol):
+        def __init__(self) -> None:
+            self.state = self.STATE_OPEN
+
+        def sendClose(self, code=None, reason=None):
+            sent.append((code, reason))
+
+    Protocol().handle_reply({"type": "websocket.close", "code": 1009, "reason": "too big"})
+    Protocol().handle_reply({"type": "websocket.close", "code": 4401})
+    assert sent == [(1009, "too big"), (4401, None)]

@@ -63,10 +63,12 @@ def test_history_needs_a_login(client):
     assert response.status_code == 401 and "detail" in response.json()
 
 
-def test_topics_api_lists_topics_and_messages_for_token_users(client, django_user_model):
+def test_topics_api_lists_every_topic_and_its_messages_for_an_operator_token(
+    client, django_user_model
+):
     from trust.services import api_token_create
 
-    django_user_model.objects.create_user(username="ops", password="pw-123456")
+    django_user_model.objects.create_user(username="ops", password="pw-123456", is_staff=True)
     headers = {"HTTP_AUTHORIZATION": f"Bearer {api_token_create(username='ops')[1]}"}
     topic = Topic.objects.create(channel_id="ws:user:5", name="Billing")
     Message.objects.create(
@@ -82,3 +84,23 @@ def test_topics_api_lists_topics_and_messages_for_token_users(client, django_use
     assert [(m["content"], m["trust_decision"]) for m in messages] == [("hi", "allowed")]
     assert client.get("/api/v1/topics/999999/messages", **headers).status_code == 404
     assert client.get("/api/v1/topics").status_code == 401
+
+
+def test_a_chat_users_token_reads_only_its_own_topics(client, django_user_model):
+    from trust.services import api_token_create
+
+    user = django_user_model.objects.create_user(username="carol", password="pw-123456")
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {api_token_create(username='carol')[1]}"}
+    own = Topic.objects.create(channel_id=f"ws:user:{user.pk}", name="Mine")
+    other = Topic.objects.create(channel_id="ws:user:999999", name="Someone else's")
+    for topic in (own, other):
+        Message.objects.create(
+            topic=topic, channel_id=topic.channel_id, role="user", content=f"in {topic.name}"
+        )
+    assert [t["name"] for t in client.get("/api/v1/topics", **headers).json()] == ["Mine"]
+    asked = client.get("/api/v1/topics?channel_id=ws:user:999999", **headers)
+    assert asked.status_code == 200 and asked.json() == []
+    mine = client.get(f"/api/v1/topics/{own.pk}/messages", **headers)
+    assert [m["content"] for m in mine.json()] == ["in Mine"]
+    theirs = client.get(f"/api/v1/topics/{other.pk}/messages", **headers)
+    assert theirs.status_code == 404 and "Someone" not in theirs.content.decode()

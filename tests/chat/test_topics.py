@@ -11,6 +11,7 @@ from django.utils import timezone
 from openhive.chat.classifier import classify_topic, parse_pick
 from openhive.chat.jobs import idle_quiet_topics
 from openhive.chat.models import Message, Topic
+from openhive.chat.services import chat_route, topic_open
 from openhive.chat.topics import (
     CLASSIFIED,
     CLASSIFIED_NEW,
@@ -19,9 +20,8 @@ from openhive.chat.topics import (
     NEW,
     SINGLE,
     Pick,
-    chat_route,
-    topic_open,
 )
+from openhive.core.errors import NotFound
 from openhive.engine.models import LlmExchange, Session
 
 pytestmark = pytest.mark.django_db
@@ -142,9 +142,9 @@ def test_naming_an_idle_topic_reactivates_it_within_the_cap(main_team):
 
 def test_topic_ids_are_ids_of_the_callers_channel_not_names(main_team):
     foreign = opened("42", channel="ws:user:2")
-    with pytest.raises(LookupError):
+    with pytest.raises(NotFound):
         chat_route(message=inbound("hi"), topic_id=foreign.pk, classify=never)
-    with pytest.raises(LookupError):
+    with pytest.raises(NotFound):
         chat_route(message=inbound("hi"), topic_id=42_000, classify=never)
 
 

@@ -88,3 +88,31 @@ def test_status_shows_the_tree_and_queue(main_team):
 def test_token_create_for_unknown_user_fails_clearly():
     with pytest.raises(CommandError, match='user "nobody" not found'):
         run("token", "create", "nobody")
+
+
+def _token_create(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("openhive", "token", "create", *args, stdout=out, stderr=err)
+    return out.getvalue().strip(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("staff", "scope", "rights", "why"),
+    [
+        (True, None, "operator rights", "boss is staff"),
+        (False, None, "chat rights", "boss is not staff"),
+        (False, "operator", "operator rights", "granted by --scope operator"),
+        (True, "chat", "chat rights", "restricted by --scope chat"),
+    ],
+)
+def test_token_create_says_which_rights_the_token_gives(
+    django_user_model, staff, scope, rights, why
+):
+    from trust.services import api_token_identify
+
+    django_user_model.objects.create_user(username="boss", password="x", is_staff=staff)
+    token, said = _token_create("boss", *(["--scope", scope] if scope else []))
+    assert f"This token has {rights}" in said and why in said
+    identity = api_token_identify(token)
+    assert identity.user.username == "boss"
+    assert identity.is_operator == (rights == "operator rights")

@@ -19,9 +19,10 @@ def _setup() -> None:
 def populate(teams: int, tasks: int, cap: int) -> None:
     import random
 
+    from openhive.org.services import team_spawn
     from tasks.models import Task
     from teams.config import load_team_config, write_team_config
-    from teams.services import team_ensure_main, team_spawn
+    from teams.services import team_ensure_main
 
     main = team_ensure_main()
     rng = random.Random(7)
@@ -72,9 +73,10 @@ def report() -> None:
 
 
 def enqueue_one(team: str, text: str) -> None:
+    from openhive.org.services import team_spawn
     from tasks.services import task_enqueue
     from teams.models import Team
-    from teams.services import team_ensure_main, team_spawn
+    from teams.services import team_ensure_main
 
     main = team_ensure_main()
     target = Team.objects.filter(name=team).first()

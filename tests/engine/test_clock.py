@@ -117,11 +117,11 @@ def test_leader_requeues_a_task_whose_worker_lease_expired(clock):
 
 
 def test_registered_clock_jobs_run_on_the_leader_at_their_interval(clock, monkeypatch):
-    from openhive import clock as clock_module
+    from openhive.core import jobs
 
     runs: list[datetime] = []
-    monkeypatch.setattr(clock_module, "_JOBS", dict(clock_module._JOBS))
-    clock_module.clock_job("probe", every_seconds=10)(lambda now: runs.append(now) or {})
+    monkeypatch.setattr(jobs, "_JOBS", dict(jobs._JOBS))
+    jobs.clock_job("probe", every_seconds=10, order=99)(lambda now: runs.append(now) or {})
     leader, follower = _loop(clock, []), _loop(clock, [])
     for _ in range(4):
         leader.tick()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from openhive import paths
-from openhive.engine.prompt import ancestors, build_system_prompt, load_rules
+from openhive.core import paths
+from teams.prompt import ancestors, build_system_prompt, load_rules
 from tests.factories import TeamFactory
 
 pytestmark = pytest.mark.django_db
@@ -168,14 +168,16 @@ def test_cache_hint_marks_only_the_static_prefix(main_team):
 
 
 @pytest.mark.django_db
-def test_registered_prompt_sections_follow_the_rules_in_registration_order(monkeypatch):
-    from openhive.engine import prompt as prompt_module
+def test_registered_prompt_sections_follow_the_rules_in_their_declared_order(monkeypatch):
+    from openhive.core import prompt_sections
+    from teams.prompt import build_system_prompt
     from teams.services import team_ensure_main
 
-    monkeypatch.setattr(prompt_module, "_SECTIONS", {})
-    prompt_module.prompt_section("first")(lambda team: f"## First for {team.name}")
-    prompt_module.prompt_section("second")(lambda team: "## Second")
-    built = prompt_module.build_system_prompt(team_ensure_main())
+    monkeypatch.setattr(prompt_sections, "_SECTIONS", {})
+    # Declared out of order on purpose: `order`, not registration, decides.
+    prompt_sections.prompt_section("second", order=2)(lambda ctx: "## Second")
+    prompt_sections.prompt_section("first", order=1)(lambda ctx: f"## First for {ctx.team.name}")
+    built = build_system_prompt(team_ensure_main())
     suffix = built.dynamic_suffix
     assert suffix.index("## First for main") < suffix.index("## Second")
     assert "## First" not in built.static_prefix

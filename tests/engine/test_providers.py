@@ -7,6 +7,7 @@ import os
 import pytest
 import yaml
 
+from openhive.core.errors import ProviderNotConfigured
 from openhive.engine.providers import (
     list_profiles,
     load_providers,
@@ -15,7 +16,6 @@ from openhive.engine.providers import (
     providers_file,
     resolve_profile,
 )
-from openhive.errors import ProviderNotConfigured
 
 KEY = "sk-test-0123456789abcdefghij"
 

@@ -19,7 +19,7 @@ from openhive.engine.scripted import (
     rule_matches,
     scripted_reply,
 )
-from openhive.engine.session import SessionRequest, run_session
+from teams.agent import run_team_session
 from tests.factories import TeamFactory
 
 SYSTEM = {"role": "system", "content": "rules"}
@@ -282,8 +282,8 @@ def test_team_key_sees_the_team_of_the_session(main_team, scripted_provider):
     from teams.models import Team
 
     ops = Team.objects.get(name="ops")
-    assert run_session(SessionRequest(team=ops, content="hi")).content == "ops speaking"
-    assert run_session(SessionRequest(team=main_team, content="hi")).content == "main speaking"
+    assert run_team_session(ops, "hi").content == "ops speaking"
+    assert run_team_session(main_team, "hi").content == "main speaking"
 
 
 @pytest.mark.django_db
@@ -294,7 +294,7 @@ def test_tool_and_last_keys_drive_a_session(main_team, scripted_provider):
             {"when": {"last": "tool", "tool": "list_teams"}, "reply": {"content": "none yet"}},
         ]
     )
-    outcome = run_session(SessionRequest(team=main_team, content="which teams?"))
+    outcome = run_team_session(main_team, "which teams?")
     assert outcome.ok and outcome.content == "none yet"
 
 
@@ -303,7 +303,7 @@ def test_no_rule_matched_ends_the_session_with_an_error_naming_the_script(
     main_team, scripted_provider
 ):
     scripted_provider([{"when": {"team": "nobody"}, "reply": {"content": "x"}}])
-    outcome = run_session(SessionRequest(team=main_team, content="hi"))
+    outcome = run_team_session(main_team, "hi")
     assert outcome.stop_reason == Session.StopReason.ERROR
     assert "no rule matched" in outcome.error
     assert "default.yaml" in outcome.error
@@ -331,7 +331,7 @@ def test_usage_goes_into_the_session_and_exchange_token_counts(main_team, script
             },
         ]
     )
-    outcome = run_session(SessionRequest(team=main_team, content="hi"))
+    outcome = run_team_session(main_team, "hi")
     session = Session.objects.get(pk=outcome.session_id)
     assert (session.prompt_tokens, session.completion_tokens) == (230, 25)
     exchanges = list(LlmExchange.objects.filter(session=session).order_by("turn"))
@@ -343,7 +343,7 @@ def test_usage_goes_into_the_session_and_exchange_token_counts(main_team, script
 def test_delay_ms_shows_in_the_recorded_latency(main_team, scripted_provider):
     scripted_provider([{"when": {}, "reply": {"content": "slow", "delay_ms": 50}}])
     started = time.monotonic()
-    outcome = run_session(SessionRequest(team=main_team, content="hi"))
+    outcome = run_team_session(main_team, "hi")
     assert time.monotonic() - started >= 0.05
     assert LlmExchange.objects.get(session_id=outcome.session_id).latency_ms >= 50
 
@@ -353,7 +353,7 @@ def test_invalid_script_ends_the_session_with_a_clear_error(main_team, scripted_
     path = scripted_provider([{"when": {}, "reply": {"content": "x"}}])
     path.write_text("rules: [\n")
     scripted._cache.clear()
-    outcome = run_session(SessionRequest(team=main_team, content="hi"))
+    outcome = run_team_session(main_team, "hi")
     assert outcome.stop_reason == "error"
     assert "default.yaml is invalid" in outcome.error
     assert "line 2" in outcome.error  # where the YAML breaks survives into the session error
@@ -364,5 +364,5 @@ def test_a_rule_error_names_the_rule_and_field_in_the_session_error(main_team, s
     path = scripted_provider([{"when": {}, "reply": {"content": "x"}}])
     path.write_text("rules:\n  - when: {}\n    reply: {content: x, delay: 5}\n")
     scripted._cache.clear()
-    outcome = run_session(SessionRequest(team=main_team, content="hi"))
+    outcome = run_team_session(main_team, "hi")
     assert "rules.0.reply.delay: Extra inputs are not permitted" in outcome.error

@@ -9,7 +9,8 @@ import yaml
 
 from openhive.engine import llm
 from openhive.engine.models import LlmExchange, Session, ToolCall
-from openhive.engine.session import SessionRequest, outcome_text, run_session
+from openhive.engine.spec import outcome_text
+from teams.agent import run_team_session
 from teams.config import default_config, write_team_config
 from tests.factories import TeamFactory
 
@@ -40,7 +41,7 @@ def set_config(name: str, **changes) -> None:
 
 def test_final_answer_completes_the_session(main_team, scripted_provider):
     scripted_provider(LIST_THEN_ANSWER)
-    outcome = run_session(SessionRequest(team=main_team, content="which teams?"))
+    outcome = run_team_session(main_team, "which teams?")
     assert outcome.ok and outcome.stop_reason == "completed"
     assert outcome.content == "There are no teams yet." and outcome.error == ""
     session = session_of(outcome)
@@ -53,7 +54,7 @@ def test_final_answer_completes_the_session(main_team, scripted_provider):
 
 def test_max_turns_stops_a_session_that_never_answers(main_team, scripted_provider):
     scripted_provider(LIST_FOREVER)
-    outcome = run_session(SessionRequest(team=main_team, content="loop", max_turns=3))
+    outcome = run_team_session(main_team, "loop", max_turns=3)
     assert outcome.stop_reason == "max_turns" and not outcome.ok
     session = session_of(outcome)
     assert session.stop_reason == "max_turns" and session.turns == 3
@@ -66,12 +67,12 @@ def test_max_turns_stops_a_session_that_never_answers(main_team, scripted_provid
 def test_max_turns_defaults_to_the_team_config(main_team, scripted_provider):
     set_config("main", max_turns=2)
     scripted_provider(LIST_FOREVER)
-    outcome = run_session(SessionRequest(team=main_team, content="loop"))
+    outcome = run_team_session(main_team, "loop")
     assert outcome.stop_reason == "max_turns" and session_of(outcome).turns == 2
 
 
 def test_missing_provider_is_an_error_that_tells_how_to_configure(main_team):
-    outcome = run_session(SessionRequest(team=main_team, content="hello"))
+    outcome = run_team_session(main_team, "hello")
     assert outcome.stop_reason == "error"
     assert "providers.yaml" in outcome.error
     assert "scripted demo" in outcome.error and "openhive init --demo" in outcome.error
@@ -85,7 +86,7 @@ def test_profile_named_by_the_team_config_is_used(main_team, scripted_provider):
     scripted_provider([{"when": {}, "reply": {"content": "from default"}}])
     scripted_provider([{"when": {}, "reply": {"content": "from fast"}}], profile="fast")
     set_config("main", provider_profile="fast")
-    outcome = run_session(SessionRequest(team=main_team, content="hi"))
+    outcome = run_team_session(main_team, "hi")
     assert outcome.content == "from fast"
     assert session_of(outcome).provider_profile == "fast"
 
@@ -93,14 +94,14 @@ def test_profile_named_by_the_team_config_is_used(main_team, scripted_provider):
 def test_undefined_profile_is_an_error_naming_it(main_team, scripted_provider):
     scripted_provider([{"when": {}, "reply": {"content": "x"}}])
     set_config("main", provider_profile="missing")
-    outcome = run_session(SessionRequest(team=main_team, content="hi"))
+    outcome = run_team_session(main_team, "hi")
     assert outcome.stop_reason == "error" and '"missing" is not defined' in outcome.error
 
 
 def test_team_without_config_is_an_error(main_team, scripted_provider):
     scripted_provider([{"when": {}, "reply": {"content": "x"}}])
     team = TeamFactory(name="ghost", parent=main_team)
-    outcome = run_session(SessionRequest(team=team, content="hi"))
+    outcome = run_team_session(team, "hi")
     assert outcome.stop_reason == "error" and "no config.yaml" in outcome.error
 
 
@@ -112,9 +113,7 @@ def test_cancel_stops_the_session_before_the_next_step(main_team, scripted_provi
         checks.append(1)
         return len(checks) > 3  # turn 1, its tool call, turn 2, then cancel
 
-    outcome = run_session(
-        SessionRequest(team=main_team, content="go", should_cancel=should_cancel, max_turns=10)
-    )
+    outcome = run_team_session(main_team, "go", should_cancel=should_cancel, max_turns=10)
     assert outcome.stop_reason == "cancelled" and not outcome.ok
     session = session_of(outcome)
     assert session.stop_reason == "cancelled" and session.turns == 2
@@ -123,7 +122,7 @@ def test_cancel_stops_the_session_before_the_next_step(main_team, scripted_provi
 
 def test_cancel_before_the_first_turn_calls_no_model(main_team, scripted_provider):
     scripted_provider(LIST_FOREVER)
-    outcome = run_session(SessionRequest(team=main_team, content="go", should_cancel=lambda: True))
+    outcome = run_team_session(main_team, "go", should_cancel=lambda: True)
     assert outcome.stop_reason == "cancelled"
     assert session_of(outcome).turns == 0
 
@@ -132,9 +131,7 @@ def test_timeout_stops_a_slow_session(main_team, scripted_provider):
     scripted_provider(
         [{"when": {}, "reply": {"tool_calls": [{"name": "list_teams"}], "delay_ms": 30}}]
     )
-    outcome = run_session(
-        SessionRequest(team=main_team, content="go", timeout_seconds=0.01, max_turns=50)
-    )
+    outcome = run_team_session(main_team, "go", timeout_seconds=0.01, max_turns=50)
     assert outcome.stop_reason == "timeout"
     assert session_of(outcome).turns == 1
 
@@ -152,7 +149,7 @@ def test_every_exchange_is_recorded_with_its_turn_and_only_new_messages(
             {"when": {}, "reply": {"content": "done"}},
         ]
     )
-    outcome = run_session(SessionRequest(team=main_team, content="hi"))
+    outcome = run_team_session(main_team, "hi")
     assert outcome.ok
     exchanges = list(LlmExchange.objects.filter(session_id=outcome.session_id).order_by("turn"))
     assert [e.turn for e in exchanges] == [1, 2, 3]
@@ -185,7 +182,7 @@ def test_tool_events_are_emitted_in_order(main_team, scripted_provider):
         ]
     )
     events: list[dict] = []
-    outcome = run_session(SessionRequest(team=main_team, content="hi", on_event=events.append))
+    outcome = run_team_session(main_team, "hi", on_event=events.append)
     assert outcome.ok
     assert events == [
         {"event": "tool_call", "name": "list_teams"},
@@ -201,7 +198,7 @@ def test_a_failing_event_listener_does_not_stop_the_session(main_team, scripted_
     def broken(event):
         raise ConnectionError("socket gone")
 
-    outcome = run_session(SessionRequest(team=main_team, content="hi", on_event=broken))
+    outcome = run_team_session(main_team, "hi", on_event=broken)
     assert outcome.ok and outcome.content == "There are no teams yet."
 
 
@@ -212,7 +209,7 @@ def test_tool_failure_is_fed_back_to_the_model(main_team, scripted_provider):
             {"when": {"last": "tool", "matches": "UNKNOWN_TOOL"}, "reply": {"content": "sorry"}},
         ]
     )
-    outcome = run_session(SessionRequest(team=main_team, content="hi"))
+    outcome = run_team_session(main_team, "hi")
     assert outcome.ok and outcome.content == "sorry"
     assert ToolCall.objects.get(session_id=outcome.session_id).success is False
 
@@ -233,7 +230,7 @@ def test_only_allowed_tools_are_offered_and_callable(ops, scripted_provider, mon
         return real(profile, messages, tools, **kwargs)
 
     monkeypatch.setattr(llm, "complete", spy)
-    outcome = run_session(SessionRequest(team=ops, content="hi"))
+    outcome = run_team_session(ops, "hi")
     assert outcome.ok
     # Every tool matching the glob, and nothing else (other apps add list_* tools too).
     assert "list_teams" in offered[0] and offered[0] == offered[1]
@@ -253,7 +250,7 @@ def test_only_tools_narrows_the_offer(main_team, scripted_provider, monkeypatch)
         return real(profile, messages, tools, **kwargs)
 
     monkeypatch.setattr(llm, "complete", spy)
-    run_session(SessionRequest(team=main_team, content="hi", only_tools=["list_teams"]))
+    run_team_session(main_team, "hi", only_tools=["list_teams"])
     assert offered == [["list_teams"]]
 
 
@@ -265,7 +262,7 @@ def test_history_comes_before_the_new_message(main_team, scripted_provider):
         ]
     )
     history = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"}]
-    outcome = run_session(SessionRequest(team=main_team, content="second", history=history))
+    outcome = run_team_session(main_team, "second", history=history)
     assert outcome.content == "saw second"
     sent = LlmExchange.objects.get(session_id=outcome.session_id).request_messages
     assert [m["content"] for m in sent[2:]] == ["first", "ok", "second"]
@@ -278,7 +275,7 @@ def test_a_provider_crash_is_an_error_not_an_exception(main_team, scripted_provi
         raise ConnectionError("provider unreachable\nlong trace line\nmore")
 
     monkeypatch.setattr(llm, "complete", crash)
-    outcome = run_session(SessionRequest(team=main_team, content="hi"))
+    outcome = run_team_session(main_team, "hi")
     assert outcome.stop_reason == "error"
     assert outcome.error == "ConnectionError: provider unreachable"
 
@@ -288,7 +285,7 @@ def test_session_links_its_task_and_kind(main_team, scripted_provider):
 
     scripted_provider([{"when": {}, "reply": {"content": "x"}}])
     task = task_enqueue(team=main_team, text="do it")
-    outcome = run_session(SessionRequest(team=main_team, content="do it", task=task, kind="chat"))
+    outcome = run_team_session(main_team, "do it", task_id=task.pk, kind="chat")
     session = session_of(outcome)
     assert session.task == task and session.kind == "chat"
 
@@ -299,18 +296,18 @@ def test_provider_file_can_point_to_a_script_by_absolute_path(main_team, openhiv
     (openhive_dirs / "data" / "config" / "providers.yaml").write_text(
         yaml.safe_dump({"profiles": {"default": {"model": f"scripted/{script}"}}})
     )
-    assert run_session(SessionRequest(team=main_team, content="hi")).content == "abs"
+    assert run_team_session(main_team, "hi").content == "abs"
 
 
 @pytest.mark.parametrize(
     "text", ["max_turns: 0\n", "max_turns: [\n", "- just\n- a list\n", "a plain string\n"]
 )
 def test_broken_team_config_is_a_clear_error(ops, scripted_provider, text):
-    from openhive import paths
+    from openhive.core import paths
 
     scripted_provider([{"when": {}, "reply": {"content": "x"}}])
     (paths.team_dir("ops") / "config.yaml").write_text(text)
-    outcome = run_session(SessionRequest(team=ops, content="hi"))
+    outcome = run_team_session(ops, "hi")
     assert outcome.stop_reason == "error"
     assert outcome.error.startswith("config error in ") and "config.yaml" in outcome.error
 
@@ -346,7 +343,7 @@ def test_credentials_in_a_tool_call_are_scrubbed_from_every_exchange(
         ]
     )
     try:
-        outcome = run_session(SessionRequest(team=main_team, content=f"the token is {secret}"))
+        outcome = run_team_session(main_team, f"the token is {secret}")
     finally:
         crypto.reset_keys()
     assert outcome.ok and outcome.content == "stored [REDACTED]"
@@ -378,7 +375,7 @@ def test_credentials_of_a_failed_spawn_are_still_scrubbed(main_team, scripted_pr
             {"when": {"last": "tool"}, "reply": {"content": f"could not store {secret}"}},
         ]
     )
-    outcome = run_session(SessionRequest(team=main_team, content="go"))
+    outcome = run_team_session(main_team, "go")
     assert outcome.content == "could not store [REDACTED]"
     rows = LlmExchange.objects.filter(session_id=outcome.session_id)
     assert secret not in json.dumps([[e.request_messages, e.response] for e in rows])

@@ -1,8 +1,8 @@
 import pytest
 
 from openhive.engine.models import LlmExchange, Session, ToolCall
-from openhive.engine.session import SessionRequest, run_session
 from tasks.models import Task
+from teams.agent import run_team_session
 from teams.models import Team
 
 
@@ -29,7 +29,7 @@ def test_main_agent_spawns_a_team_through_the_scripted_provider(main_team, scrip
             {"when": {"last": "tool", "tool": "spawn_team"}, "reply": {"content": "Setting up."}},
         ]
     )
-    outcome = run_session(SessionRequest(team=main_team, content="spawn a team called ops"))
+    outcome = run_team_session(main_team, "spawn a team called ops")
     assert outcome.ok, outcome.error
     assert outcome.content == "Setting up."
     session = Session.objects.get(pk=outcome.session_id)

@@ -9,7 +9,7 @@ from memory.models import Memory
 from memory.prompt import render_memory
 from memory.selectors import INJECTION_CAP, memory_injectable
 from memory.services import memory_delete, memory_save
-from openhive.engine.prompt import build_system_prompt
+from teams.prompt import build_system_prompt
 
 pytestmark = pytest.mark.django_db
 

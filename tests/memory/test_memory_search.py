@@ -11,7 +11,7 @@ from memory import search as search_module
 from memory.models import MemoryChunk
 from memory.search import memory_search, rrf_fuse, text_candidates, vector_candidates
 from memory.services import memory_delete, memory_reembed, memory_save
-from openhive.errors import DomainError
+from openhive.core.errors import DomainError
 
 pytestmark = pytest.mark.django_db
 

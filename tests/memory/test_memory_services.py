@@ -10,7 +10,7 @@ from cryptography.fernet import Fernet
 from memory.chunking import MAX_WORDS, OVERLAP_WORDS, chunk_text
 from memory.models import Memory, MemoryChunk
 from memory.services import memory_delete, memory_save, memory_type_resolve
-from openhive.errors import Conflict, DomainError
+from openhive.core.errors import Conflict, DomainError
 from vault import crypto
 from vault.services import vault_store_secret
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from memory.models import Memory
+from openhive.core.context import ToolContext
 from openhive.engine.models import ToolCall
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.engine.tool_calls import call_tool
 from tests.api.conftest import api_client, api_token, fast_password_hashing  # noqa: F401
 
 pytestmark = pytest.mark.django_db

@@ -8,11 +8,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from openhive import paths
-from tasks.admission import task_admit_running, task_claim_next, tasks_admissible, team_cap
+from openhive.core import paths
+from openhive.org.services import team_spawn
 from tasks.models import OrgOpLock, Task
-from tasks.services import task_claim, task_enqueue
-from teams.services import team_spawn
+from tasks.selectors import tasks_admissible, team_cap
+from tasks.services import task_admit_running, task_claim_next, task_enqueue
+from tests.factories import claim as claim_task
 
 pytestmark = pytest.mark.django_db
 
@@ -113,7 +114,7 @@ def test_dispatcher_hands_out_no_more_per_team_than_free_slots(main_team, ops):
     Task.objects.all().delete()
     set_cap("ops", 2)
     running = task_enqueue(team=ops, text="running")
-    task_claim(task_id=running.pk, worker="w")
+    claim_task(task_id=running.pk, worker="w")
     ops_tasks = [task_enqueue(team=ops, text=f"o{i}", priority=P.HIGH) for i in range(3)]
     web_tasks = [task_enqueue(team=other, text=f"w{i}") for i in range(2)]
     picked = tasks_admissible(now=timezone.now(), limit=10)

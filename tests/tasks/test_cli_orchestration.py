@@ -7,9 +7,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from openhive.org.services import team_spawn
 from tasks.models import Task
-from tasks.services import task_claim, task_enqueue
-from teams.services import team_spawn
+from tasks.services import task_enqueue
+from tests.factories import claim
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +30,7 @@ def run(*args: str) -> str:
 
 def test_status_shows_running_against_the_cap_and_pending(ops):
     running = task_enqueue(team=ops, text="a")
-    task_claim(task_id=running.pk, worker="w")
+    claim(task_id=running.pk, worker="w")
     task_enqueue(team=ops, text="b")
     assert "ops [active, bootstrapping] pending 1, running 1/5" in run("status")
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from openhive.core.context import ToolContext
 from openhive.engine.models import ToolCall
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.engine.tool_calls import call_tool
 from tasks.models import Task
 from tests.factories import TeamFactory
 

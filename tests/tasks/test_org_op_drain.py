@@ -10,14 +10,15 @@ import time
 import pytest
 from django.db import connections
 
+from openhive.core.context import ToolContext
 from openhive.engine.models import Session
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.engine.tool_calls import call_tool
+from openhive.org.services import team_spawn
 from tasks.models import OrgOpLock, Task
 from tasks.runner import run_task
-from tasks.services import task_claim, task_enqueue
+from tasks.services import task_enqueue
 from teams.models import ScopeKeyword
-from teams.services import team_spawn
+from tests.factories import claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -115,7 +116,7 @@ def test_two_org_ops_on_one_team_run_one_after_the_other(org):
 def test_the_calling_sessions_own_task_is_not_waited_for(org):
     main, _ = org
     own = task_enqueue(team=main, text="the session calling the org tool")
-    task_claim(task_id=own.pk, worker="w")
+    claim(task_id=own.pk, worker="w")
     started = time.monotonic()
     assert update_scope(main, "self", task_id=own.pk)["success"] is True
     assert time.monotonic() - started < 1
@@ -125,7 +126,7 @@ def test_an_org_op_that_cannot_drain_in_time_changes_nothing_and_releases(org, s
     settings.OPENHIVE = {**settings.OPENHIVE, "ORG_OP_DRAIN_SECONDS": 0.3}
     main, _ = org
     stuck = task_enqueue(team=main, text="long")
-    task_claim(task_id=stuck.pk, worker="elsewhere")
+    claim(task_id=stuck.pk, worker="elsewhere")
     result = update_scope(main, "never")
     assert result == {
         "success": False,

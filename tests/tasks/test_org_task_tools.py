@@ -9,12 +9,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.core.context import ToolContext
+from openhive.engine.tool_calls import call_tool
+from openhive.org.services import team_spawn
 from tasks.models import Task
-from tasks.services import task_claim, task_enqueue, task_finish
+from tasks.services import task_enqueue, task_finish
 from teams.models import Team
-from teams.services import team_spawn
+from tests.factories import claim
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +71,7 @@ def test_skip_drops_the_new_task_and_shows_what_is_in_flight(tree):
 def test_confirm_queues_nothing_and_asks_first(tree):
     main, ops, _ = tree
     busy = task_enqueue(team=ops, text="busy")
-    task_claim(task_id=busy.pk, worker="w")
+    claim(task_id=busy.pk, worker="w")
     result = call(main, "delegate_task", team="ops", task="new", overlap_policy="confirm")
     assert result["status"] == "in_flight" and result["requires_confirmation"] is True
     assert "task_id" not in result and "overlap_policy allow" in result["message"]
@@ -89,7 +90,7 @@ def test_allow_queues_behind_work_in_flight(tree):
 def test_replace_cancels_pending_and_running_work_then_queues(tree):
     main, ops, _ = tree
     running = task_enqueue(team=ops, text="running")
-    task_claim(task_id=running.pk, worker="w")
+    claim(task_id=running.pk, worker="w")
     pending = task_enqueue(team=ops, text="pending")
     result = call(main, "delegate_task", team="ops", task="new", overlap_policy="replace")
     assert result["status"] == "queued"
@@ -116,7 +117,7 @@ def test_delegate_guards(tree):
 
 def _finished(team: Team, text: str, status: str, result: str) -> Task:
     task = task_enqueue(team=team, text=text)
-    task_claim(task_id=task.pk, worker="w")
+    claim(task_id=task.pk, worker="w")
     task_finish(task_id=task.pk, worker="w", status=status, result=result, stop_reason="completed")
     return Task.objects.get(pk=task.pk)
 

@@ -10,14 +10,15 @@ import time
 import pytest
 from django.db import connections
 
+from openhive.core.context import ToolContext
 from openhive.engine.models import Session
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.engine.tool_calls import call_tool
+from openhive.org.services import team_spawn
 from tasks.models import Task
 from tasks.runner import run_task
-from tasks.services import task_cancel, task_claim, task_enqueue
+from tasks.services import task_cancel, task_enqueue
 from teams.models import Team
-from teams.services import team_spawn
+from tests.factories import claim
 
 # Sessions run in threads that need committed rows.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,14 +78,14 @@ def test_query_team_guards(children, scripted_provider):
 
 
 def test_query_team_on_a_saturated_child_is_refused_without_a_session(children, scripted_provider):
-    from openhive import paths
+    from openhive.core import paths
 
     main, teams = children
     slow_replies(scripted_provider, 0)
     config = paths.team_dir("alpha") / "config.yaml"
     config.write_text(config.read_text().replace("daily_ops: 5", "daily_ops: 1"))
     busy = task_enqueue(team=teams["alpha"], text="busy")
-    task_claim(task_id=busy.pk, worker="w")
+    claim(task_id=busy.pk, worker="w")
     result = call(main, "query_team", team="alpha", query="x")
     assert result == {
         "success": False,
@@ -157,7 +158,7 @@ def test_cancelling_the_parent_task_cancels_the_fan_out(children, scripted_provi
     main, _ = children
     slow_replies(scripted_provider, 5000)
     parent_task = task_enqueue(team=main, text="orchestrate")
-    task_claim(task_id=parent_task.pk, worker="w")
+    claim(task_id=parent_task.pk, worker="w")
     threading.Timer(0.4, lambda: task_cancel(task_id=parent_task.pk)).start()
     started = time.monotonic()
     result = call(

@@ -9,24 +9,22 @@ import time_machine
 from django.conf import settings
 
 from openhive.chat.models import OutboxMessage
-from openhive.errors import DomainError, NotFound
+from openhive.core.errors import DomainError, NotFound
 from tasks.models import Task
+from tasks.selectors import dispatched_unclaimed_count, tasks_admissible
 from tasks.services import (
     RESULT_LIMIT,
-    dispatched_unclaimed_count,
     priority_from_name,
     task_cancel,
-    task_claim,
     task_enqueue,
     task_finish,
     task_mark_dispatched,
     task_renew_lease,
     tasks_reap_expired_leases,
     tasks_recover_on_startup,
-    tasks_to_dispatch,
 )
 from teams.models import Team
-from tests.factories import TeamFactory
+from tests.factories import TeamFactory, claim
 
 pytestmark = pytest.mark.django_db
 
@@ -91,34 +89,34 @@ def test_dispatch_order_is_strictly_priority_then_oldest_first(ops, clock):
     critical_old = enqueue_at(ops, T0 + 2 * s, "critical old", P.CRITICAL)
     expected = [critical_old, critical_new, high, normal_old, normal_new, low]
     # One team, default cap 5: the sixth waits for a free slot rather than being handed out.
-    assert tasks_to_dispatch(now=T0 + 10 * s, limit=10) == [t.pk for t in expected][:5]
+    assert tasks_admissible(now=T0 + 10 * s, limit=10) == [t.pk for t in expected][:5]
 
 
 def test_equal_priority_and_time_fall_back_to_insertion_order(ops, clock):
     tasks = [task_enqueue(team=ops, text=f"t{i}") for i in range(4)]
-    assert tasks_to_dispatch(now=T0, limit=10) == [t.pk for t in tasks]
+    assert tasks_admissible(now=T0, limit=10) == [t.pk for t in tasks]
 
 
 def test_dispatch_respects_the_limit(ops, clock):
     tasks = [task_enqueue(team=ops, text=f"t{i}") for i in range(5)]
-    assert tasks_to_dispatch(now=T0, limit=2) == [tasks[0].pk, tasks[1].pk]
+    assert tasks_admissible(now=T0, limit=2) == [tasks[0].pk, tasks[1].pk]
 
 
 def test_only_pending_tasks_are_dispatched(ops, clock):
     pending = task_enqueue(team=ops, text="pending")
     for status in ("running", "done", "failed", "cancelled"):
         Task.objects.filter(pk=task_enqueue(team=ops, text=status).pk).update(status=status)
-    assert tasks_to_dispatch(now=T0, limit=10) == [pending.pk]
+    assert tasks_admissible(now=T0, limit=10) == [pending.pk]
 
 
 def test_a_dispatched_task_is_not_handed_out_again_until_the_redispatch_delay(ops, clock):
     task = task_enqueue(team=ops, text="x")
     assert task_mark_dispatched(task_id=task.pk, now=T0) is True
     assert task_mark_dispatched(task_id=task.pk, now=T0) is False
-    assert tasks_to_dispatch(now=T0, limit=10) == []
+    assert tasks_admissible(now=T0, limit=10) == []
     assert dispatched_unclaimed_count(now=T0) == 1
     later = T0 + timedelta(seconds=settings.OPENHIVE["REDISPATCH_SECONDS"] + 1)
-    assert tasks_to_dispatch(now=later, limit=10) == [task.pk]
+    assert tasks_admissible(now=later, limit=10) == [task.pk]
     assert dispatched_unclaimed_count(now=later) == 0
     assert task_mark_dispatched(task_id=task.pk, now=later) is True
 
@@ -127,7 +125,7 @@ def test_startup_recovery_forgets_dispatch_marks(ops, clock):
     task = task_enqueue(team=ops, text="x")
     task_mark_dispatched(task_id=task.pk, now=T0)
     assert tasks_recover_on_startup() == 1
-    assert tasks_to_dispatch(now=T0, limit=10) == [task.pk]
+    assert tasks_admissible(now=T0, limit=10) == [task.pk]
 
 
 # --- claim, renew, finish ---------------------------------------------------------------------
@@ -135,7 +133,7 @@ def test_startup_recovery_forgets_dispatch_marks(ops, clock):
 
 def test_claim_takes_the_task_with_a_lease(ops, clock):
     task = task_enqueue(team=ops, text="x")
-    claimed = task_claim(task_id=task.pk, worker="w1")
+    claimed = claim(task_id=task.pk, worker="w1")
     assert claimed is not None and claimed.pk == task.pk
     assert claimed.status == "running" and claimed.lease_owner == "w1"
     assert claimed.lease_expires_at == T0 + lease()
@@ -145,22 +143,22 @@ def test_claim_takes_the_task_with_a_lease(ops, clock):
 
 def test_claim_is_exclusive(ops, clock):
     task = task_enqueue(team=ops, text="x")
-    assert task_claim(task_id=task.pk, worker="w1") is not None
-    assert task_claim(task_id=task.pk, worker="w2") is None
+    assert claim(task_id=task.pk, worker="w1") is not None
+    assert claim(task_id=task.pk, worker="w2") is None
     task.refresh_from_db()
     assert task.lease_owner == "w1" and task.attempts == 1
 
 
 def test_claiming_a_missing_or_finished_task_returns_none(ops, clock):
-    assert task_claim(task_id=999_999, worker="w1") is None
+    assert claim(task_id=999_999, worker="w1") is None
     task = task_enqueue(team=ops, text="x")
     task_cancel(task_id=task.pk)
-    assert task_claim(task_id=task.pk, worker="w1") is None
+    assert claim(task_id=task.pk, worker="w1") is None
 
 
 def test_lease_renewal_extends_only_for_the_holder(ops, clock):
     task = task_enqueue(team=ops, text="x")
-    task_claim(task_id=task.pk, worker="w1")
+    claim(task_id=task.pk, worker="w1")
     later = T0 + timedelta(seconds=30)
     assert task_renew_lease(task_id=task.pk, worker="w2", now=later) is False
     assert task_renew_lease(task_id=task.pk, worker="w1", now=later) is True
@@ -170,7 +168,7 @@ def test_lease_renewal_extends_only_for_the_holder(ops, clock):
 
 def test_finish_records_the_outcome_and_releases_the_lease(ops, clock):
     task = task_enqueue(team=ops, text="x")
-    task_claim(task_id=task.pk, worker="w1")
+    claim(task_id=task.pk, worker="w1")
     done = task_finish(
         task_id=task.pk,
         worker="w1",
@@ -188,7 +186,7 @@ def test_finish_records_the_outcome_and_releases_the_lease(ops, clock):
 
 def test_finish_by_another_worker_changes_nothing(ops, clock):
     task = task_enqueue(team=ops, text="x")
-    task_claim(task_id=task.pk, worker="w1")
+    claim(task_id=task.pk, worker="w1")
     assert task_finish(task_id=task.pk, worker="w2", status="done", result="hijack") is None
     task.refresh_from_db()
     assert task.status == "running" and task.result == ""
@@ -196,7 +194,7 @@ def test_finish_by_another_worker_changes_nothing(ops, clock):
 
 def test_a_long_result_is_truncated(ops, clock):
     task = task_enqueue(team=ops, text="x")
-    task_claim(task_id=task.pk, worker="w1")
+    claim(task_id=task.pk, worker="w1")
     task_finish(task_id=task.pk, worker="w1", status="done", result="x" * (RESULT_LIMIT + 50))
     task.refresh_from_db()
     assert len(task.result) == RESULT_LIMIT
@@ -207,7 +205,7 @@ def test_a_long_result_is_truncated(ops, clock):
 
 def test_a_finished_result_never_overwrites_cancelled(ops, clock):
     task = task_enqueue(team=ops, text="x", source_channel="web:alice")
-    task_claim(task_id=task.pk, worker="w1")
+    claim(task_id=task.pk, worker="w1")
     task_cancel(task_id=task.pk, reason="user changed their mind")
     assert task_finish(task_id=task.pk, worker="w1", status="done", result="late") is None
     task.refresh_from_db()
@@ -220,12 +218,12 @@ def test_cancel_a_pending_task(ops, clock):
     cancelled = task_cancel(task_id=task.pk)
     assert cancelled.status == "cancelled" and cancelled.result == "cancelled"
     assert cancelled.finished_at == T0
-    assert tasks_to_dispatch(now=T0, limit=10) == []
+    assert tasks_admissible(now=T0, limit=10) == []
 
 
 def test_a_finished_task_cannot_be_cancelled(ops, clock):
     task = task_enqueue(team=ops, text="x")
-    task_claim(task_id=task.pk, worker="w1")
+    claim(task_id=task.pk, worker="w1")
     task_finish(task_id=task.pk, worker="w1", status="done", result="ok")
     with pytest.raises(DomainError, match="already done") as err:
         task_cancel(task_id=task.pk)
@@ -244,7 +242,7 @@ def test_cancelling_an_unknown_task_is_not_found():
 
 def test_reaper_requeues_a_task_whose_lease_expired(ops, clock):
     task = task_enqueue(team=ops, text="x")
-    task_claim(task_id=task.pk, worker="w1")
+    claim(task_id=task.pk, worker="w1")
     assert tasks_reap_expired_leases(now=T0 + lease() - timedelta(seconds=1)) == {
         "requeued": 0,
         "failed": 0,
@@ -254,12 +252,12 @@ def test_reaper_requeues_a_task_whose_lease_expired(ops, clock):
     task.refresh_from_db()
     assert task.status == "pending" and task.lease_owner == "" and task.lease_expires_at is None
     assert task.attempts == 1
-    assert tasks_to_dispatch(now=T0 + lease() * 2, limit=10) == [task.pk]
+    assert tasks_admissible(now=T0 + lease() * 2, limit=10) == [task.pk]
 
 
 def test_reaper_leaves_a_renewed_task_alone(ops, clock):
     task = task_enqueue(team=ops, text="x")
-    task_claim(task_id=task.pk, worker="w1")
+    claim(task_id=task.pk, worker="w1")
     half = T0 + lease() / 2
     task_renew_lease(task_id=task.pk, worker="w1", now=half)
     assert tasks_reap_expired_leases(now=T0 + lease() + timedelta(seconds=1))["requeued"] == 0
@@ -272,7 +270,7 @@ def test_reaper_fails_a_task_after_max_attempts(ops, clock):
     task = task_enqueue(team=ops, text="x", source_channel="web:alice")
     now = T0
     for attempt in range(1, max_attempts + 1):
-        assert task_claim(task_id=task.pk, worker=f"w{attempt}", now=now) is not None
+        assert claim(task_id=task.pk, worker=f"w{attempt}", now=now) is not None
         now += lease() + timedelta(seconds=1)
         outcome = tasks_reap_expired_leases(now=now)
         task.refresh_from_db()
@@ -291,7 +289,7 @@ def test_reaper_fails_a_task_after_max_attempts(ops, clock):
 def test_reaper_respects_the_configured_max_attempts(ops, clock, settings):
     settings.OPENHIVE = {**settings.OPENHIVE, "TASK_MAX_ATTEMPTS": 1}
     task = task_enqueue(team=ops, text="x")
-    task_claim(task_id=task.pk, worker="w1")
+    claim(task_id=task.pk, worker="w1")
     assert tasks_reap_expired_leases(now=T0 + lease() * 2) == {"requeued": 0, "failed": 1}
     task.refresh_from_db()
     assert task.status == "failed"
@@ -301,7 +299,7 @@ def test_reaper_respects_the_configured_max_attempts(ops, clock, settings):
 
 
 def finish(task: Task, status: str = "done", result: str = "") -> Task | None:
-    task_claim(task_id=task.pk, worker="w1")
+    claim(task_id=task.pk, worker="w1")
     return task_finish(task_id=task.pk, worker="w1", status=status, result=result)
 
 

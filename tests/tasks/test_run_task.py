@@ -6,15 +6,16 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from openhive.chat.models import OutboxMessage
+from openhive.core import registry
+from openhive.core.registry import tool
 from openhive.engine.models import LlmExchange, Session, ToolCall
-from openhive.tools import registry
-from openhive.tools.registry import tool
+from openhive.org.services import team_spawn
 from tasks import runner
 from tasks.models import Task
 from tasks.runner import run_task
-from tasks.services import task_cancel, task_claim, task_enqueue
+from tasks.services import task_cancel, task_enqueue
 from teams.models import Team
-from teams.services import team_spawn
+from tests.factories import claim
 
 # run_task closes stale connections as a worker must, so these tests commit for real.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -84,7 +85,7 @@ def test_a_session_with_tool_calls_runs_the_tools_as_the_team(ops, scripted_prov
 def test_a_task_that_cannot_be_claimed_is_not_run(ops, scripted_provider):
     scripted_provider([{"when": {}, "reply": {"content": "x"}}])
     task = task_enqueue(team=ops, text="x")
-    task_claim(task_id=task.pk, worker="someone-else")
+    claim(task_id=task.pk, worker="someone-else")
     assert run_task(task.pk) == "not-claimed"
     assert reload(task).lease_owner == "someone-else"
     assert not Session.objects.exists()
@@ -110,10 +111,10 @@ def test_a_failed_session_fails_the_task_with_the_error(ops):
 
 
 def test_a_crash_is_recorded_as_a_failure(ops, scripted_provider, monkeypatch):
-    def crash(request):
+    def crash(*args, **kwargs):
         raise RuntimeError("worker exploded")
 
-    monkeypatch.setattr(runner, "run_session", crash)
+    monkeypatch.setattr(runner, "run_team_session", crash)
     task = task_enqueue(team=ops, text="x")
     assert run_task(task.pk) == "failed"
     task = reload(task)

@@ -9,12 +9,13 @@ import pytest
 from django.utils import timezone
 
 from openhive.chat.models import OutboxMessage
-from openhive.clock import registered_jobs
+from openhive.core.jobs import registered_jobs
+from openhive.org.services import team_spawn
 from tasks.jobs import detect_stalls
 from tasks.models import Task
-from tasks.services import task_claim, task_enqueue
+from tasks.services import task_enqueue
 from teams.models import TeamMessage
-from teams.services import team_spawn
+from tests.factories import claim
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +58,7 @@ def test_old_pending_work_is_a_warning_only(fast, ops, caplog):
 def test_very_old_work_is_an_error_escalated_once_to_the_parent(fast, ops, main_team, caplog):
     pending = task_enqueue(team=ops, text="never picked up")
     running = task_enqueue(team=ops, text="hangs")
-    task_claim(task_id=running.pk, worker="w")
+    claim(task_id=running.pk, worker="w")
     later = timezone.now() + timedelta(seconds=120)
     with caplog.at_level(logging.ERROR, logger="tasks.stalls"):
         assert detect_stalls(later) == {

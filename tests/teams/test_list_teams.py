@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.core.context import ToolContext
+from openhive.engine.tool_calls import call_tool
 from tasks.models import Task
 from tasks.services import task_enqueue
 from teams.models import ScopeKeyword, Team

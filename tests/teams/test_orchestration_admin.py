@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from openhive import paths
+from openhive.core import paths
+from openhive.org.services import team_spawn
 from tasks.models import Task
-from tasks.services import task_cancel, task_claim, task_enqueue
-from teams.messaging import teammessage_send
+from tasks.services import task_cancel, task_enqueue
 from teams.models import Team
-from teams.services import team_spawn
+from teams.services import teammessage_send
+from tests.factories import claim
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def tree(main_team):
 def test_org_tree_page_shows_every_team_nested_with_queue_state(admin_client, tree):
     _, ops, _ = tree
     running = task_enqueue(team=ops, text="rotate logs")
-    task_claim(task_id=running.pk, worker="w")
+    claim(task_id=running.pk, worker="w")
     Task.objects.filter(team=ops, type="bootstrap").update(status="done")
     response = admin_client.get("/admin/teams/team/tree/")
     assert response.status_code == 200

@@ -9,16 +9,17 @@ import pytest
 from django.apps import apps
 
 from memory.models import Memory
-from openhive import paths
 from openhive.chat.models import OutboxMessage
+from openhive.core import paths
+from openhive.core.context import ToolContext
 from openhive.engine.models import Session, ToolCall
-from openhive.engine.prompt import build_system_prompt
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.engine.tool_calls import call_tool
+from openhive.org.services import team_spawn
 from tasks.models import OrgOpLock, Task
-from tasks.services import task_claim, task_enqueue
+from tasks.services import task_enqueue
+from teams.agent import agent_spec_for
 from teams.models import ScopeKeyword, Team, TeamMessage
-from teams.services import team_spawn
+from tests.factories import claim
 from triggers.models import TriggerConfig
 from vault.services import vault_store_secret
 
@@ -34,8 +35,14 @@ def spawn(parent: Team, name: str, keywords=("ops",)) -> Team:
     return team_spawn(parent=parent, name=name, scope_accepts=list(keywords)).team
 
 
+def next_prompt(team: Team) -> str:
+    """The dynamic part of the system prompt the team's next session starts with."""
+    return agent_spec_for(team).system_messages[1]["content"]
+
+
 @pytest.fixture
-def tree(main_team):
+def tree(main_team, scripted_provider):
+    scripted_provider([{"when": {}, "reply": {"content": "ok"}}])
     ops = spawn(main_team, "ops", ["ops", "disk"])
     research = spawn(main_team, "research", ["papers"])
     db = spawn(ops, "ops-db", ["postgres"])
@@ -58,7 +65,7 @@ def _team_scoped_counts(team_ids: list[int]) -> dict[str, int]:
 
 def _populate(team: Team, other: Team) -> None:
     task = task_enqueue(team=team, text="work")
-    task_claim(task_id=task.pk, worker="w")
+    claim(task_id=task.pk, worker="w")
     task_enqueue(team=team, text="more work")
     TriggerConfig.objects.create(team=team, name="nightly", type="schedule", task="x")
     Memory.objects.create(team=team, key="k", content="remember")
@@ -102,7 +109,7 @@ def test_shutdown_cancels_running_work_and_sends_task_finished(tree):
 
     main, ops, _, _ = tree
     task = task_enqueue(team=ops, text="long work")
-    task_claim(task_id=task.pk, worker="w")
+    claim(task_id=task.pk, worker="w")
     seen = []
 
     def receiver(sender, task, **kwargs):
@@ -188,7 +195,7 @@ def test_get_status_reports_live_queue_state_of_each_child(tree):
     main, ops, _research, _ = tree
     Task.objects.filter(team=ops).delete()
     running = task_enqueue(team=ops, text="rotate the logs")
-    task_claim(task_id=running.pk, worker="w")
+    claim(task_id=running.pk, worker="w")
     pending = task_enqueue(team=ops, text="check disk", priority=Task.Priority.HIGH)
     done = task_enqueue(team=ops, text="old")
     Task.objects.filter(pk=done.pk).update(status="done")
@@ -231,7 +238,7 @@ def test_get_status_shows_saturation_bootstrap_and_org_op(tree, settings):
         ops_dir.read_text().replace("max_concurrent_daily_ops: 5", "max_concurrent_daily_ops: 1")
     )
     boot = Task.objects.get(team=ops, type="bootstrap")
-    task_claim(task_id=boot.pk, worker="w")
+    claim(task_id=boot.pk, worker="w")
     now = timezone.now()
     OrgOpLock.objects.create(
         team=ops, holder="h", acquired_at=now, expires_at=now + timedelta(minutes=1)
@@ -258,18 +265,18 @@ def test_send_message_is_stored_and_shown_once_in_the_targets_next_session(tree)
     assert (message.sender, message.recipient, message.kind) == (ops, db, "message")
     assert message.delivered_at is None
 
-    prompt = build_system_prompt(db).dynamic_suffix
+    prompt = next_prompt(db)
     assert "Messages from other teams" in prompt
     assert "message from parent team `ops`" in prompt and "Vacuum tonight please" in prompt
     message.refresh_from_db()
     assert message.delivered_at is not None
-    assert "Vacuum tonight" not in build_system_prompt(db).dynamic_suffix  # shown once
+    assert "Vacuum tonight" not in next_prompt(db)  # shown once
 
 
 def test_send_message_goes_up_to_the_parent_too(tree):
     _, ops, _, db = tree
     assert call(db, "send_message", target="ops", message="done")["delivered_to"] == "ops"
-    assert "message from child team `ops-db`" in build_system_prompt(ops).dynamic_suffix
+    assert "message from child team `ops-db`" in next_prompt(ops)
 
 
 def test_send_message_refuses_siblings_grandparents_and_unknown_teams(tree):
@@ -303,7 +310,7 @@ def test_escalate_from_a_child_notifies_the_parent_only(tree):
     message = TeamMessage.objects.get()
     assert (message.recipient, message.kind, message.reason) == (ops, "escalation", "lag")
     assert not Task.objects.filter(team=ops, type="escalation").exists()  # no work created
-    assert "[ESCALATION from child team `ops-db`" in build_system_prompt(ops).dynamic_suffix
+    assert "[ESCALATION from child team `ops-db`" in next_prompt(ops)
 
 
 def test_escalate_from_main_reaches_the_user_through_the_outbox(tree):
@@ -333,9 +340,10 @@ def test_spawn_needs_scope_keywords_unless_a_config_path_is_given(main_team, ope
         "code": "INVALID_INPUT",
     }
     assert not Team.objects.filter(name="web").exists()
-    config = openhive_dirs / "data" / "web.yaml"
+    config = openhive_dirs / "data" / "config" / "teams" / "web.yaml"
+    config.parent.mkdir()
     config.write_text("max_concurrent_daily_ops: 2\nallowed_tools: ['list_*']\nname: evil\n")
-    result = call(main_team, "spawn_team", name="web", config_path=str(config))
+    result = call(main_team, "spawn_team", name="web", config_path="teams/web.yaml")
     assert result["success"] is True and result["status"] == "queued"
     from teams.config import load_team_config
 
@@ -344,12 +352,53 @@ def test_spawn_needs_scope_keywords_unless_a_config_path_is_given(main_team, ope
     assert loaded.max_concurrent_daily_ops == 2 and loaded.allowed_tools == ["list_*"]
 
 
-def test_spawn_refuses_a_config_path_outside_the_data_and_runtime_dirs(main_team, tmp_path):
-    outside = tmp_path.parent / "elsewhere.yaml"
-    result = call(main_team, "spawn_team", name="web", config_path=str(outside))
+@pytest.mark.parametrize(
+    "where",
+    [
+        "{tmp}/elsewhere.yaml",  # outside the data dir
+        "{data}/web.yaml",  # in the data dir, not in its config folder
+        "{run}/teams/main/config.yaml",  # another team's config in the runtime dir
+        "../web.yaml",
+        "teams/web.txt",  # not YAML
+    ],
+)
+def test_spawn_refuses_a_config_path_outside_the_config_folder(main_team, openhive_dirs, where):
+    path = where.format(
+        tmp=openhive_dirs.parent, data=openhive_dirs / "data", run=openhive_dirs / "run"
+    )
+    result = call(main_team, "spawn_team", name="web", config_path=path)
     assert result["success"] is False and result["code"] == "CONFIG_ERROR"
-    assert "must be inside the data dir or the runtime dir" in result["error"]
+    assert "must name a .yaml file in the config folder" in result["error"]
     assert not Team.objects.filter(name="web").exists() and not paths.team_dir("web").exists()
+
+
+LEAKY = "sk-live-0123456789abcdefghijklmnop"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "fragment"),
+    [
+        ("providers.yaml", f"profiles: {{default: {{model: x, api_key: {LEAKY}}}}}\n", "system"),
+        ("channels.yaml", "trust: {default_policy: allow}\n", "system configuration"),
+        ("odd.yaml", f"max_concurrent_daily_ops: {LEAKY}\n", "max_concurrent_daily_ops"),
+        ("list.yaml", f"- {LEAKY}\n", "expected a mapping"),
+        ("broken.yaml", f"a: [{LEAKY}\n b: c: d\n", "at line"),
+        ("binary.yaml", None, "not a UTF-8 text file"),
+    ],
+)
+def test_a_config_path_error_never_echoes_the_files_values(
+    main_team, openhive_dirs, name, content, fragment
+):
+    target = openhive_dirs / "data" / "config" / name
+    if content is None:
+        target.write_bytes(bytes(range(256)) + LEAKY.encode())
+    else:
+        target.write_text(content)
+    result = call(main_team, "spawn_team", name="web", config_path=name)
+    assert result["success"] is False and result["code"] == "CONFIG_ERROR", result
+    assert fragment in result["error"]
+    assert LEAKY not in result["error"] and "0123456789" not in result["error"]
+    assert not Team.objects.filter(name="web").exists()
 
 
 def test_spawn_takes_and_releases_the_callers_org_op_mutex(main_team):

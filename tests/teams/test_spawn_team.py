@@ -7,15 +7,16 @@ import json
 import pytest
 import yaml
 
-from openhive import paths
+from openhive.core import paths
+from openhive.core.context import ToolContext
+from openhive.core.errors import Conflict, DomainError
 from openhive.engine.models import ToolCall
-from openhive.errors import Conflict, DomainError
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.engine.tool_calls import call_tool
+from openhive.org import services as team_services
+from openhive.org.services import team_spawn
 from tasks.models import Task
-from teams import services as team_services
 from teams.models import ScopeKeyword, Team
-from teams.services import WORKSPACE_FOLDERS, team_spawn
+from teams.services import WORKSPACE_FOLDERS
 from tests.factories import TeamFactory
 from vault import crypto
 from vault.models import VaultEntry
@@ -222,8 +223,8 @@ def test_ensure_main_is_idempotent_and_scaffolds(db):
 
 @pytest.mark.parametrize("name", ["tree", "main"])
 def test_reserved_team_names_are_refused(main_team, name):
-    from openhive.errors import DomainError
-    from teams.services import team_spawn
+    from openhive.core.errors import DomainError
+    from openhive.org.services import team_spawn
 
     with pytest.raises(DomainError, match="reserved"):
         team_spawn(parent=main_team, name=name)

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
+from openhive.core import registry
+from openhive.core.context import ToolContext
+from openhive.core.errors import DomainError, NotAllowed
+from openhive.core.registry import tool
 from openhive.engine.models import ToolCall
-from openhive.errors import DomainError, NotAllowed
-from openhive.tools import registry
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
-from openhive.tools.registry import tool
+from openhive.engine.tool_calls import call_tool
 
 pytestmark = pytest.mark.django_db
 
@@ -211,7 +211,7 @@ def test_domain_error_without_code_is_reported_as_invalid(ctx, test_tools):
 
 
 def test_crashing_tool_returns_failure_and_is_audited(ctx, test_tools, caplog):
-    with caplog.at_level(logging.ERROR, logger="openhive.tools.audit"):
+    with caplog.at_level(logging.ERROR, logger="openhive.engine.tool_calls"):
         result = call_tool(ctx, "zz_crash", '{"a": 1}')
     assert_failure_audited(result, tool_name="zz_crash", code="INTERNAL")
     assert "internal error in tool zz_crash" in result["error"]
@@ -286,3 +286,23 @@ def test_call_tool_never_raises_even_if_the_audit_cannot_be_written(
         result = call_tool(ctx, "zz_add", '{"a": 1}')
     assert result == {"sum": 2, "success": True}
     assert any("could not record the audit row" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        ('{"key": "k\\u0000", "content": "c"}', "arguments.key contains a NUL character"),
+        ('{"key": "k", "content": "c\\ud800"}', "arguments.content contains an unpaired"),
+        ({"key": "k", "content": "c", "tags": ["a\x00"]}, "arguments.tags[0] contains a NUL"),
+        ('{"key": "k", "content": "c", "x\\u0000": 1}', "(a key) contains a NUL"),
+        ("[" * 5000 + "]" * 5000, "nested too deeply"),
+    ],
+)
+def test_text_no_database_stores_is_refused_and_the_refusal_audited(main_team, arguments, fragment):
+    ctx = ToolContext(team=main_team, actor="main")
+    result = call_tool(ctx, "memory_save", arguments)
+    assert result["success"] is False and result["code"] == "INVALID_ARGUMENTS"
+    assert fragment in result["error"]
+    assert not main_team.memories.exists()
+    row = ToolCall.objects.get()  # the refusal is audited, in a form both databases store
+    assert row.success is False and row.tool == "memory_save"

@@ -11,8 +11,8 @@ import pytest
 from openai.types.chat import ChatCompletionToolParam
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, TypeAdapter
 
-from openhive.tools import registry
-from openhive.tools.registry import is_allowed, portable_schema, tool, tools_for
+from openhive.core import registry
+from openhive.core.registry import is_allowed, portable_schema, tool, tools_for
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

@@ -12,8 +12,9 @@ from openhive.clock import EngineLoop
 from openhive.engine.models import Session
 from openhive.engine.services import engine_resign
 from tasks.models import Task
-from tasks.services import task_claim
-from triggers.engine import _schedule_step, trigger_clock
+from tests.factories import claim
+from triggers.clock import _schedule_step
+from triggers.jobs import trigger_clock
 from triggers.models import TriggerConfig, TriggerEvent
 from triggers.validation import validate_config
 
@@ -111,7 +112,7 @@ def test_an_invalid_trigger_row_is_disabled_and_the_others_keep_firing(make_trig
 
 
 def test_a_bad_timezone_in_the_database_disables_only_that_trigger(make_trigger, clock):
-    trigger = make_trigger(timezone_name="Europe/Berlin")
+    trigger = make_trigger(timezone="Europe/Berlin")
     TriggerConfig.objects.filter(pk=trigger.pk).update(timezone="Mars/Olympus")
     assert trigger_clock(clock.now) == {}
     trigger.refresh_from_db()
@@ -135,7 +136,7 @@ def test_downtime_applies_the_misfire_policy_and_tells_the_operator(
 
 def test_schedule_uses_the_trigger_timezone_then_the_server_tz(make_trigger, clock, settings):
     settings.OPENHIVE = {**settings.OPENHIVE, "TZ": "America/New_York"}
-    berlin = make_trigger(name="berlin", timezone_name="Europe/Berlin")
+    berlin = make_trigger(name="berlin", timezone="Europe/Berlin")
     server = make_trigger(name="server")
     trigger_clock(clock.now)
     berlin.refresh_from_db()
@@ -185,7 +186,7 @@ def test_window_close_lets_the_current_tick_finish_and_starts_no_more(make_trigg
     clock.now = datetime(2026, 11, 20, 9, 1, 50, tzinfo=UTC)
     run_until(engine, clock, datetime(2026, 11, 20, 9, 1, 59, 900_000, tzinfo=UTC))
     last = trigger_tasks().order_by("-id").first()
-    task_claim(task_id=last.pk, worker="w1")
+    claim(task_id=last.pk, worker="w1")
     count = trigger_tasks().count()
     run_until(engine, clock, datetime(2026, 11, 20, 9, 2, 30, tzinfo=UTC), step=0.25)
     assert trigger_tasks().count() == count
@@ -200,7 +201,7 @@ def test_window_overlap_default_skips_ticks_while_one_runs(make_trigger, clock):
     engine = loop(clock)
     clock.now = datetime(2026, 11, 20, 8, 59, 59, tzinfo=UTC)
     run_until(engine, clock, datetime(2026, 11, 20, 9, 0, 1, tzinfo=UTC))
-    task_claim(task_id=trigger_tasks().get().pk, worker="w1")
+    claim(task_id=trigger_tasks().get().pk, worker="w1")
     run_until(engine, clock, datetime(2026, 11, 20, 9, 0, 9, tzinfo=UTC))
     assert trigger_tasks().count() == 1
     trigger.refresh_from_db()
@@ -210,7 +211,7 @@ def test_window_overlap_default_skips_ticks_while_one_runs(make_trigger, clock):
 def test_a_tick_due_within_the_engine_tick_is_waited_for_not_fired_late(make_trigger, monkeypatch):
     """Against the real clock the job waits for a tick due before the loop's next pass. The
     wait is recorded, not slept: time moves only when the test says so."""
-    import triggers.engine as trigger_engine
+    import triggers.jobs as trigger_engine
 
     real = [datetime(2026, 11, 20, 9, 0, 0, 500_000, tzinfo=UTC)]
     waits: list[float] = []
@@ -241,7 +242,7 @@ def test_two_engine_loops_racing_on_postgresql_fire_a_slot_once(ops):
 
     from django.db import connection, connections
 
-    from triggers.engine import _clock_pass
+    from triggers.clock import clock_pass
     from triggers.services import trigger_create, trigger_enable
 
     if connection.vendor != "postgresql":
@@ -266,7 +267,7 @@ def test_two_engine_loops_racing_on_postgresql_fire_a_slot_once(ops):
     def loop() -> None:
         try:
             barrier.wait()
-            results.append(_clock_pass(now))
+            results.append(clock_pass(now))
         finally:
             connections.close_all()
 
@@ -277,3 +278,83 @@ def test_two_engine_loops_racing_on_postgresql_fire_a_slot_once(ops):
         thread.join(timeout=30)
     assert sorted(r["trigger_fired"] for r in results) == [0, 1]
     assert trigger_tasks(trigger).count() == 1
+
+
+@pytest.mark.parametrize("cron", ["0 0 31 2 *", "0 0 30 2 *", "0 0 31 4,6,9,11 *"])
+def test_a_cron_that_never_fires_is_refused_at_every_door(make_trigger, ops, cron):
+    from django.test import Client
+
+    from openhive.core.context import ToolContext
+    from openhive.engine.tool_calls import call_tool
+    from tests.api.factories import UserFactory
+    from triggers.validation import InvalidTrigger
+    from trust.services import api_token_create
+
+    with pytest.raises(InvalidTrigger, match="never fires"):
+        make_trigger(config={"cron": cron})
+    UserFactory(username="boss", is_staff=True)
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {api_token_create(username='boss')[1]}")
+    body = {"team": "ops", "name": "feb", "type": "schedule", "config": {"cron": cron}, "task": "t"}
+    answer = api.post("/api/v1/triggers", body, content_type="application/json")
+    assert answer.status_code == 400 and "never fires" in answer.json()["detail"]
+    window = {"watch_window": cron, "max_ticks_per_window": 1, "max_tokens_per_window": 10}
+    ctx = ToolContext(team=ops.parent, actor="main", allowed_tools=["*"])
+    result = call_tool(
+        ctx,
+        "create_trigger",
+        {"team": "ops", "name": "win", "type": "window", "config": window, "task": "t"},
+    )
+    assert result["success"] is False and "never fires" in result["error"]
+    assert not TriggerConfig.objects.exists()
+
+
+def test_a_leap_day_cron_is_accepted(make_trigger):
+    assert make_trigger(config={"cron": "0 0 29 2 *"}).state == TriggerConfig.State.ACTIVE
+
+
+def _alerts(caplog, trigger: TriggerConfig) -> list[str]:
+    return [r.getMessage() for r in caplog.records if f"{trigger.name}: disabled" in r.getMessage()]
+
+
+def test_a_stored_cron_that_never_fires_is_disabled_with_one_alert(make_trigger, clock, caplog):
+    from openhive.chat.models import OutboxMessage
+
+    broken = make_trigger(name="feb", config={"cron": "0 9 * * *"}, source_channel="ws:alice")
+    healthy = make_trigger(name="healthy", config={"cron": "* * * * *"})
+    TriggerConfig.objects.filter(pk=broken.pk).update(
+        config={"cron": "0 0 31 2 *"}, next_fire_at=None
+    )
+    engine = loop(clock)
+    run_until(engine, clock, clock.now + timedelta(seconds=120), step=0.25)
+    broken.refresh_from_db()
+    assert broken.state == TriggerConfig.State.DISABLED and "never fires" in broken.disabled_reason
+    assert len(_alerts(caplog, broken)) == 1
+    assert OutboxMessage.objects.filter(channel_id="ws:alice").count() == 1
+    assert not [r for r in caplog.records if r.exc_info]  # no traceback, let alone four a second
+    assert trigger_tasks(healthy).count() >= 1
+
+
+def test_a_trigger_the_clock_cannot_evaluate_is_disabled_once(
+    make_trigger, clock, caplog, monkeypatch
+):
+    import triggers.clock
+
+    broken = make_trigger(name="odd", config={"cron": "0 9 * * *"})
+    healthy = make_trigger(name="healthy", config={"cron": "* * * * *"})
+    real = triggers.clock.schedule_decision
+
+    def fails_for_one(**kwargs):
+        if kwargs["cron"] == "0 9 * * *":
+            raise RuntimeError("no next slot")
+        return real(**kwargs)
+
+    monkeypatch.setattr(triggers.clock, "schedule_decision", fails_for_one)
+    TriggerConfig.objects.filter(pk=broken.pk).update(next_fire_at=None)
+    engine = loop(clock)
+    run_until(engine, clock, clock.now + timedelta(seconds=90), step=0.25)
+    broken.refresh_from_db()
+    assert broken.state == TriggerConfig.State.DISABLED
+    assert broken.disabled_reason == "cannot evaluate: no next slot"
+    assert len(_alerts(caplog, broken)) == 1
+    assert len([r for r in caplog.records if "cannot be evaluated" in r.getMessage()]) == 1
+    assert trigger_tasks(healthy).count() >= 1

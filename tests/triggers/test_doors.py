@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.core.context import ToolContext
+from openhive.engine.tool_calls import call_tool
 from tasks.models import Task
 from tests.api.factories import UserFactory
 from tests.factories import TeamFactory
@@ -25,9 +25,9 @@ INVALID_CONFIGS = [
     ("schedule", {"cron": "every day at nine"}, "not a valid 5-field cron"),
     ("schedule", {"cron": "0 9 * * * *"}, "not a valid 5-field cron"),
     ("schedule", {}, "cron is required"),
-    ("keyword", {"regex": "(unclosed"}, "not a valid regular expression"),
+    ("keyword", {"regex": "(unclosed"}, "not a supported regular expression"),
     ("keyword", {}, "exactly one of keywords"),
-    ("message", {"pattern": "[a-"}, "not a valid regular expression"),
+    ("message", {"pattern": "[a-"}, "not a supported regular expression"),
     ("window", {"watch_window": "* 9 * * *", "max_ticks_per_window": 5}, "max_tokens_per_window"),
     (
         "window",
@@ -147,7 +147,7 @@ def test_update_of_an_active_trigger_re_arms_its_clock(ctx, make_trigger):
 @pytest.fixture
 def api(db, settings) -> Client:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    UserFactory(username="operator")
+    UserFactory(username="operator", is_staff=True)
     _, token = api_token_create(username="operator", name="tests")
     return Client(HTTP_AUTHORIZATION=f"Bearer {token}")
 

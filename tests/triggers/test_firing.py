@@ -9,16 +9,16 @@ import pytest
 
 from openhive.chat.models import OutboxMessage
 from tasks.models import Task
-from tasks.services import task_claim, task_finish
-from triggers.firing import trigger_fire, trigger_test
+from tasks.services import task_finish
+from tests.factories import claim
 from triggers.models import TriggerConfig, TriggerEvent
-from triggers.services import trigger_disable
+from triggers.services import trigger_disable, trigger_fire, trigger_test
 
 pytestmark = pytest.mark.django_db
 
 
 def finish(task_id: int, status: str, result: str = "ok") -> Task | None:
-    task_claim(task_id=task_id, worker="w1")
+    claim(task_id=task_id, worker="w1")
     return task_finish(task_id=task_id, worker="w1", status=status, result=result)
 
 
@@ -69,7 +69,7 @@ def test_event_triggers_are_rate_limited_per_minute(make_trigger, clock):
 def test_always_skip_keeps_the_running_task_and_records_an_alert(make_trigger, clock):
     trigger = make_trigger(overlap_policy="always-skip")
     first = trigger_fire(trigger_id=trigger.pk, event_key="a", now=clock.now)
-    task_claim(task_id=first.task_id, worker="w1")
+    claim(task_id=first.task_id, worker="w1")
     second = trigger_fire(trigger_id=trigger.pk, event_key="b", now=clock.advance(60))
     assert second.outcome == "skipped"
     assert Task.objects.get(pk=first.task_id).status == Task.Status.RUNNING
@@ -81,7 +81,7 @@ def test_always_skip_keeps_the_running_task_and_records_an_alert(make_trigger, c
 def test_skip_then_replace_skips_once_then_cancels_the_old_task(make_trigger, clock):
     trigger = make_trigger()  # the default policy
     first = trigger_fire(trigger_id=trigger.pk, event_key="a", now=clock.now)
-    task_claim(task_id=first.task_id, worker="w1")
+    claim(task_id=first.task_id, worker="w1")
     skipped = trigger_fire(trigger_id=trigger.pk, event_key="b", now=clock.advance(60))
     replaced = trigger_fire(trigger_id=trigger.pk, event_key="c", now=clock.advance(60))
     assert skipped.outcome == "skipped"
@@ -94,7 +94,7 @@ def test_skip_then_replace_skips_once_then_cancels_the_old_task(make_trigger, cl
 def test_a_late_result_of_a_replaced_task_stays_cancelled_and_is_no_failure(make_trigger, clock):
     trigger = make_trigger(overlap_policy="always-replace", failure_threshold=1)
     first = trigger_fire(trigger_id=trigger.pk, event_key="a", now=clock.now)
-    task_claim(task_id=first.task_id, worker="w1")
+    claim(task_id=first.task_id, worker="w1")
     trigger_fire(trigger_id=trigger.pk, event_key="b", now=clock.advance(60))
     late = task_finish(task_id=first.task_id, worker="w1", status="failed", result="boom")
     assert late is None
@@ -128,7 +128,7 @@ def test_allow_policy_runs_firings_side_by_side_without_tracking(make_trigger, c
 def test_a_finished_run_clears_the_active_task_and_the_overlap_count(make_trigger, clock):
     trigger = make_trigger()
     first = trigger_fire(trigger_id=trigger.pk, event_key="a", now=clock.now)
-    task_claim(task_id=first.task_id, worker="w1")
+    claim(task_id=first.task_id, worker="w1")
     trigger_fire(trigger_id=trigger.pk, event_key="b", now=clock.advance(60))  # skipped
     task_finish(task_id=first.task_id, worker="w1", status="done", result="fine")
     trigger.refresh_from_db()
@@ -183,7 +183,7 @@ def test_test_trigger_respects_the_overlap_policy_of_a_run_in_progress(make_trig
 
 
 def test_dedup_history_is_pruned_after_its_retention(make_trigger, clock):
-    from triggers.engine import trigger_event_cleanup
+    from triggers.jobs import trigger_event_cleanup
 
     trigger = make_trigger(overlap_policy="allow")
     trigger_fire(trigger_id=trigger.pk, event_key="old", now=clock.now)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from openhive.chat.models import OutboxMessage
+from openhive.chat.services import chat_route
 from openhive.chat.signals import message_received
-from openhive.chat.topics import chat_route
 from openhive.chat.turn import Inbound, chat_receive
 from tasks.models import Task
-from tasks.services import task_claim, task_finish
+from tasks.services import task_finish
+from tests.factories import claim
 from triggers.models import TriggerConfig
 from triggers.notify import trigger_notification
 from trust.gate import Sender
@@ -97,7 +98,7 @@ def test_trigger_results_notify_only_when_the_run_asks(trigger_type, status, res
 
 
 def test_a_finished_trigger_run_reaches_the_chat_only_when_it_asks(make_trigger):
-    from triggers.firing import trigger_fire
+    from triggers.services import trigger_fire
 
     quiet = make_trigger(name="quiet")
     loud = make_trigger(name="loud")
@@ -106,6 +107,6 @@ def test_a_finished_trigger_run_reaches_the_chat_only_when_it_asks(make_trigger)
         (loud, 'Disk 91% full!\n```json:notify {"notify": true}```'),
     ):
         fired = trigger_fire(trigger_id=trigger.pk, event_key="k", source_channel="ws:op")
-        task_claim(task_id=fired.task_id, worker="w")
+        claim(task_id=fired.task_id, worker="w")
         task_finish(task_id=fired.task_id, worker="w", status="done", result=result)
     assert list(OutboxMessage.objects.values_list("content", flat=True)) == ["[ops] Disk 91% full!"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError
 
-from trust import selectors
-from trust.gate import ALLOW, DENY_RESPOND, DENY_SILENT, Sender, may_assert_sender, trust_gate_check
+from trust import services as trust_services
+from trust.gate import ALLOW, DENY_RESPOND, DENY_SILENT, Sender, may_assert_sender
 from trust.models import TrustAuditLog
-from trust.services import sender_trust_set
+from trust.services import sender_trust_set, trust_gate_check
 
 pytestmark = pytest.mark.django_db
 BOB = Sender(channel_id="ws:user:7", sender_id="bob")
@@ -43,7 +43,7 @@ def test_database_error_fails_closed_on_a_deny_channel_and_is_audited(trust_poli
     def broken(*args):
         raise DatabaseError("could not connect to server")
 
-    monkeypatch.setattr(selectors, "sender_trust_level", broken)
+    monkeypatch.setattr(trust_services, "sender_trust_level", broken)
     decision = trust_gate_check(BOB)
     assert (decision.action, decision.reason) == (DENY_RESPOND, "grants_unreadable_fail_closed")
     assert TrustAuditLog.objects.get().reason == "grants_unreadable_fail_closed"

@@ -7,9 +7,9 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.api.factories import UserFactory
-from trust.gate import Sender, trust_gate_check
+from trust.gate import Sender
 from trust.models import SenderTrust
-from trust.services import api_token_create, sender_trust_set
+from trust.services import api_token_create, sender_trust_set, trust_gate_check
 
 pytestmark = pytest.mark.django_db
 
@@ -41,13 +41,14 @@ def test_staff_grants_lists_and_revokes_through_the_api():
     assert revoked.status_code == 200 and not SenderTrust.objects.exists()
 
 
-def test_non_staff_tokens_may_read_but_not_change_trust():
+def test_non_staff_tokens_may_neither_read_nor_change_trust():
     api = client_for("viewer", staff=False)
-    assert api.get("/api/v1/trust").status_code == 200
+    assert api.get("/api/v1/trust").status_code == 403
     refused = api.post(
         "/api/v1/trust", {"channel_type": "ws", "sender_id": "me"}, content_type="application/json"
     )
-    assert refused.status_code == 403 and "staff" in refused.json()["detail"]
+    assert refused.status_code == 403 and "operator rights" in refused.json()["detail"]
+    assert refused.json()["code"] == "operator_only"
     assert not SenderTrust.objects.exists()
 
 
@@ -79,7 +80,7 @@ def test_revoking_nothing_is_404():
 def test_audit_and_policy_endpoints(trust_policy):
     trust_policy({"default_policy": "deny"})
     trust_gate_check(Sender("ws:user:3", "carol"))
-    api = client_for("viewer", staff=False)
+    api = client_for("viewer", staff=True)
     audit = api.get("/api/v1/trust/audit?limit=5").json()
     assert audit[0]["reason"] == "default_policy_deny" and audit[0]["sender_id"] == "carol"
     policy = api.get("/api/v1/trust/policy").json()

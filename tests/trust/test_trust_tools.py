@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.core.context import ToolContext
+from openhive.engine.tool_calls import call_tool
 from tests.factories import TeamFactory
 from trust.models import SenderTrust
 
@@ -83,7 +83,7 @@ def test_revoking_an_unknown_sender_says_so(main_team):
 
 
 def test_trust_tools_are_never_offered_to_child_teams_even_with_a_star_allowlist():
-    from openhive.tools.registry import tools_for
+    from openhive.core.registry import tools_for
 
     trust_tools = {"add_trusted_sender", "revoke_sender_trust", "list_trusted_senders"}
     assert not trust_tools & {s.name for s in tools_for(["*"], team="ops")}

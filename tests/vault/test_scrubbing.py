@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 import yaml
 from cryptography.fernet import Fernet
 
+from openhive.core import scrubbing
+from openhive.core.scrubbing import REDACTED, Scrubber, ScrubSecretsFilter, get_scrubber
 from tests.factories import TeamFactory
-from vault import crypto, scrubbing
+from vault import crypto
 from vault.models import VaultEntry
-from vault.scrubbing import REDACTED, Scrubber, ScrubSecretsFilter, get_scrubber
 from vault.selectors import vault_keys, vault_secret_values
 from vault.services import vault_store_secret
 
@@ -100,6 +102,46 @@ def test_with_extra_adds_secrets_without_changing_the_original():
     assert extended.text("another-secret-1") == REDACTED
     assert base.text("another-secret-1") == "another-secret-1"
     assert extended.text(SECRET) == REDACTED
+
+
+TRICKY = [
+    "pässwörd-Ωμέγα-密码-42",
+    'tok"en\'with"quo"tes-9',
+    "C:\\vault\\key\\n0\\t-77\\",
+    'ä"\\ß2k9Z',  # exactly MIN_SECRET_LENGTH characters
+    "line-one\nline\ttwo\x01",
+]
+
+
+@pytest.mark.parametrize("secret", TRICKY)
+def test_a_secret_is_found_in_its_json_and_repr_forms(secret):
+    scrubber = Scrubber([secret])
+    for written in (
+        json.dumps({"value": secret}),
+        json.dumps({"value": secret}, ensure_ascii=False),
+        json.dumps(json.dumps({"value": secret})),
+        f"logged {secret!r}",
+    ):
+        assert secret not in scrubber.text(written)
+        assert REDACTED in scrubber.text(written), written
+
+
+@pytest.mark.parametrize("secret", TRICKY)
+def test_a_json_text_is_scrubbed_as_the_structure_it_encodes(secret):
+    result = json.dumps({"success": True, "value": secret, "n": 1}, default=str)
+    scrubbed = Scrubber([secret]).data({"role": "tool", "content": result})
+    assert json.loads(scrubbed["content"]) == {"success": True, "value": REDACTED, "n": 1}
+
+
+def test_a_json_text_with_a_sensitive_key_loses_its_value_without_known_secrets():
+    content = json.dumps({"credentials": [{"key": "K", "value": "anything-at-all"}]})
+    scrubbed = Scrubber().data([content])[0]
+    assert json.loads(scrubbed) == {"credentials": [{"key": "K", "value": REDACTED}]}
+
+
+def test_a_json_text_without_secrets_is_left_byte_for_byte():
+    content = '{"b":1,  "a": "plain"}'
+    assert Scrubber(["some-secret-1"]).data(content) == content
 
 
 # --- the live scrubber --------------------------------------------------------------------

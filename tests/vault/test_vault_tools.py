@@ -8,9 +8,9 @@ from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from openhive.core.context import ToolContext
 from openhive.engine.models import ToolCall
-from openhive.tools.audit import call_tool
-from openhive.tools.context import ToolContext
+from openhive.engine.tool_calls import call_tool
 from tests.api.conftest import api_client, api_token, fast_password_hashing  # noqa: F401
 from tests.factories import TeamFactory
 from vault import crypto

@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from openhive.cli import VERBS
-from openhive.errors import DomainError
+from openhive.core.errors import DomainError
+from openhive.core.text import UnstorableText, check_storable
 
 
 class Command(BaseCommand):
     help = (
-        "Run and operate OpenHive: serve, engine, init, demo, tool, spawn, delegate, status, token."
+        "Run and operate OpenHive: serve, engine, init, demo, tool, spawn, delegate, status, "
+        "replay, token."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -19,6 +21,12 @@ class Command(BaseCommand):
             verb.add_arguments(sub.add_parser(name, help=verb.help))
 
     def handle(self, *args, verb: str, **options) -> None:
+        # Arguments the shell could not decode arrive as lone surrogates; a JSON argument may
+        # spell a NUL. Neither can be stored: refused here, before any verb writes anything.
+        try:
+            check_storable({k: v for k, v in options.items() if isinstance(v, str)})
+        except UnstorableText as exc:
+            raise CommandError(f"argument {exc}") from exc
         try:
             VERBS[verb].run(self, **options)
         except DomainError as exc:

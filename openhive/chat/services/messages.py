@@ -1,0 +1,57 @@
+"""State changes of chat messages: admit an inbound one, record an answer, re-scrub."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from openhive.core.scrubbing import scrub
+
+from ..models import Message, Topic
+
+
+def message_admit(
+    *,
+    channel_id: str,
+    sender_id: str,
+    sender_asserted: bool,
+    content: str,
+    trust_decision: str,
+    trust_reason: str,
+) -> Message:
+    """Store an inbound message with the trust gate's decision, before routing (no topic yet;
+    a refused one never gets one, so it can never reach a prompt)."""
+    return Message.objects.create(
+        topic=None,
+        channel_id=channel_id,
+        sender_id=sender_id,
+        sender_asserted=sender_asserted,
+        role=Message.Role.USER,
+        content=scrub(content),
+        trust_decision=trust_decision,
+        trust_reason=trust_reason,
+    )
+
+
+def message_record(
+    *, topic: Topic, sender_id: str, role: str, content: str, in_reply_to: Message | None = None
+) -> Message:
+    # Activity only: whether the topic is active is routing's business (the cap of five).
+    Topic.objects.filter(pk=topic.pk).update(last_activity_at=timezone.now())
+    return Message.objects.create(
+        topic=topic,
+        channel_id=topic.channel_id,
+        sender_id=sender_id,
+        role=role,
+        content=scrub(content),
+        in_reply_to=in_reply_to,
+    )
+
+
+def message_rescrub(*, message_id: int) -> None:
+    """Re-scrub a stored message once a turn has revealed new secrets (e.g. credentials that
+    were typed into the very message that handed them over)."""
+    message = Message.objects.filter(pk=message_id).first()
+    if message is not None:
+        cleaned = scrub(message.content)
+        if cleaned != message.content:
+            Message.objects.filter(pk=message_id).update(content=cleaned)

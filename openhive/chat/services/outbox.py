@@ -1,0 +1,75 @@
+"""The outbox: results produced away from the socket (a worker's result, a bootstrap notice)
+that must reach a chat channel, written in the producer's transaction and pushed on commit."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from openhive.core.scrubbing import scrub
+
+from ..models import OutboxMessage
+
+logger = logging.getLogger(__name__)
+
+
+def channel_group(channel_id: str) -> str:
+    """A channel-layer group name for a chat channel (group names allow few characters)."""
+    return "outbox-" + hashlib.sha256(channel_id.encode()).hexdigest()[:32]
+
+
+def outbox_put(
+    *,
+    channel_id: str,
+    content: str,
+    topic_id: int | None = None,
+    team_name: str = "",
+    task_id: int | None = None,
+    kind: str = OutboxMessage.Kind.NOTIFICATION,
+) -> OutboxMessage:
+    item = OutboxMessage.objects.create(
+        channel_id=channel_id,
+        topic_id=topic_id,
+        team_name=team_name,
+        content=scrub(content),
+        task_id=task_id,
+        kind=kind,
+    )
+    transaction.on_commit(lambda: _wake(channel_id))
+    return item
+
+
+def topics_changed_notify(*, channel_id: str) -> None:
+    """Tell the channel's sockets (in any web process) to resend their topic list."""
+    _group_send(channel_id, {"type": "topics.changed"})
+
+
+def _wake(channel_id: str) -> None:
+    """Nudge the channel's sockets to read the outbox now (they also poll, so a lost nudge
+    only delays delivery)."""
+    _group_send(channel_id, {"type": "outbox.wake"})
+
+
+def _group_send(channel_id: str, event: dict) -> None:
+    try:
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        if layer is not None:
+            async_to_sync(layer.group_send)(channel_group(channel_id), event)
+    except Exception:
+        logger.debug("channel-layer send failed", exc_info=True)
+
+
+def outbox_mark_delivered(*, ids: list[int]) -> int:
+    return OutboxMessage.objects.filter(pk__in=ids, delivered_at__isnull=True).update(
+        delivered_at=timezone.now()
+    )
+
+
+def outbox_unmark_delivered(*, ids: list[int]) -> int:
+    return OutboxMessage.objects.filter(pk__in=ids).update(delivered_at=None)

@@ -1,0 +1,183 @@
+"""The tool registry: every agent-facing tool is declared once, in its app's `tools.py`, with
+`@tool(...)`. The project app discovers the `tools` modules when Django is ready."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from openhive.core.context import ToolContext
+
+Ops = Literal["daily", "org"]
+ToolFunc = Callable[["ToolContext", Any], dict]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool: declared in code with a pydantic model for its arguments (`args`), or found at
+    run time (a team's plugin, an MCP server's tool) with a ready JSON schema (`parameters`);
+    such a tool's function receives the arguments as a dict and validates them itself."""
+
+    name: str
+    description: str
+    args: type[BaseModel] | None
+    ops: Ops
+    func: ToolFunc
+    # Teams that may be offered the tool at all (None: any team its allowlist admits).
+    teams: frozenset[str] | None = None
+    parameters: dict | None = None
+
+    def function_schema(self) -> dict:
+        """OpenAI-style function declaration with a portable parameter schema."""
+        parameters = self.parameters if self.args is None else portable_schema(self.args)
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": parameters or {"type": "object", "properties": {}},
+            },
+        }
+
+
+_REGISTRY: dict[str, ToolSpec] = {}
+# Schema keywords some providers reject (`format: uri` on Gemini, titles are noise).
+_UNPORTABLE_KEYWORDS = frozenset({"title", "format"})
+
+
+def tool(
+    *,
+    name: str,
+    description: str,
+    args: type[BaseModel],
+    ops: Ops = "daily",
+    teams: tuple[str, ...] | None = None,
+):
+    """Register the decorated function `(ctx, args) -> dict` as a tool. `teams` limits which
+    teams are ever offered it, whatever their allowlist (e.g. trust tools: main only)."""
+
+    def decorate(func: ToolFunc) -> ToolFunc:
+        existing = _REGISTRY.get(name)
+        if existing is not None and existing.func.__qualname__ != func.__qualname__:
+            raise RuntimeError(f"tool {name!r} is declared twice")
+        _REGISTRY[name] = ToolSpec(
+            name, description, args, ops, func, frozenset(teams) if teams else None
+        )
+        return func
+
+    return decorate
+
+
+def get_tool(name: str) -> ToolSpec | None:
+    return _REGISTRY.get(name)
+
+
+def all_tools() -> list[ToolSpec]:
+    return sorted(_REGISTRY.values(), key=lambda s: s.name)
+
+
+def is_allowed(name: str, patterns: Iterable[str]) -> bool:
+    """Deny by default: allowed only if a case-sensitive glob matches (`*` allows all)."""
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def tools_for(
+    patterns: Iterable[str], *, only: Iterable[str] | None = None, team: str | None = None
+) -> list[ToolSpec]:
+    patterns = list(patterns)
+    wanted = set(only) if only is not None else None
+    return [
+        spec
+        for spec in all_tools()
+        if is_allowed(spec.name, patterns)
+        and (wanted is None or spec.name in wanted)
+        and (spec.teams is None or team is None or team in spec.teams)
+    ]
+
+
+# --- tools found at run time ------------------------------------------------------------------
+
+ToolSource = Callable[[Any], Iterable[ToolSpec]]
+_SOURCES: dict[str, ToolSource] = {}
+
+
+def register_tool_source(name: str, source: ToolSource) -> None:
+    """Let an app offer tools that exist only at run time, per team (its registered plugins,
+    its MCP servers' tools). `source(team)` returns the team's tools; the allowlist and the
+    session's narrowing apply to them as to declared tools. Apps register in `ready()`."""
+    _SOURCES[name] = source
+
+
+def team_tools(
+    team: Any, patterns: Iterable[str], *, only: Iterable[str] | None = None
+) -> list[ToolSpec]:
+    """Every tool `team` may be offered: the declared ones and those of the registered
+    sources, that its allowlist admits (and, with `only`, that are named there)."""
+    patterns = list(patterns)
+    wanted = set(only) if only is not None else None
+    found = {spec.name: spec for spec in tools_for(patterns, only=only, team=team.name)}
+    for source in list(_SOURCES.values()):
+        for spec in source(team):
+            if spec.name in found or get_tool(spec.name) is not None:
+                continue  # a declared tool's name is never shadowed
+            if is_allowed(spec.name, patterns) and (wanted is None or spec.name in wanted):
+                found[spec.name] = spec
+    return sorted(found.values(), key=lambda s: s.name)
+
+
+def portable_schema(model: type[BaseModel]) -> dict:
+    """A JSON schema every provider accepts: references inlined, titles and formats dropped
+    (pydantic still validates them), every property required, and optional ones nullable (a
+    null means "use the default")."""
+    raw = model.model_json_schema()
+    defs = raw.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                target = copy.deepcopy(defs[node["$ref"].split("/")[-1]])
+                # Keywords beside the reference (a field's description) win over the target's.
+                siblings = {k: v for k, v in node.items() if k != "$ref"}
+                return resolve({**target, **siblings})
+            out = {}
+            for key, value in node.items():
+                if key in _UNPORTABLE_KEYWORDS:
+                    continue
+                if key == "properties" and isinstance(value, dict):
+                    # Property names are data, not keywords: a property called "title" stays.
+                    out[key] = {prop: resolve(sub) for prop, sub in value.items()}
+                else:
+                    out[key] = resolve(value)
+            if out.get("type") == "object" and "properties" in out:
+                required = set(out.get("required", []))
+                for prop, sub in out["properties"].items():
+                    if prop not in required:
+                        out["properties"][prop] = _nullable(sub)
+                out["required"] = list(out["properties"])
+                out["additionalProperties"] = False
+            return out
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(raw)
+
+
+def _nullable(schema: dict) -> dict:
+    schema = {k: v for k, v in schema.items() if k != "default"}
+    variants = schema.get("anyOf")
+    if variants is not None:
+        if not any(v.get("type") == "null" for v in variants):
+            schema["anyOf"] = [*variants, {"type": "null"}]
+        return schema
+    description = schema.pop("description", None)
+    nullable = {"anyOf": [schema, {"type": "null"}]}
+    if description:
+        nullable["description"] = description
+    return nullable

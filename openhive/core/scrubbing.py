@@ -1,0 +1,222 @@
+"""One scrubber that knows every live secret value and replaces it with [REDACTED] wherever
+text leaves our hands: logs, audit rows, LLM exchange records, chat messages, task results and
+API responses."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+REDACTED = "[REDACTED]"
+MIN_SECRET_LENGTH = 8  # shorter values would redact ordinary words
+CACHE_SECONDS = 2.0
+
+# Shapes that are secrets whatever their source (provider keys, bearer tokens, token params).
+PATTERNS = [
+    re.compile(r"sk-[A-Za-z0-9_-]{20,}"),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"(?i)(token=)[A-Za-z0-9._~+/%-]{8,}"),
+    re.compile(r"(?i)(api[_-]?key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9._~+/-]{8,}"),
+]
+# Argument keys whose values are secret by nature, even before the vault knows them.
+SENSITIVE_KEYS = frozenset({"credentials", "password", "api_key", "secret", "token"})
+
+
+def escaped_forms(secret: str) -> set[str]:
+    """The ways a value is written once it has passed through an encoder: a JSON string (ASCII
+    escapes or not, and once more inside another JSON string) and a Python repr. A secret with a
+    quote, a backslash, a control or a non-ASCII character looks different in each, and a text
+    search for the raw value would miss every one of them."""
+    forms = {secret}
+    for ensure_ascii in (True, False):
+        once = json.dumps(secret, ensure_ascii=ensure_ascii)[1:-1]
+        forms |= {once, json.dumps(once, ensure_ascii=ensure_ascii)[1:-1]}
+    forms.add(repr(secret)[1:-1])
+    return {form for form in forms if form}
+
+
+class Scrubber:
+    def __init__(self, secrets: Iterable[str] = (), *, min_length: int = MIN_SECRET_LENGTH) -> None:
+        # Longest first, so a secret that contains another is replaced whole.
+        self.secrets = sorted(
+            {s for s in secrets if s and len(s) >= max(1, min_length)}, key=len, reverse=True
+        )
+        # Every written form of every secret, longest first for the same reason.
+        self.forms = sorted(
+            {form for s in self.secrets for form in escaped_forms(s)}, key=len, reverse=True
+        )
+
+    def text(self, value: str) -> str:
+        for form in self.forms:
+            if form in value:
+                value = value.replace(form, REDACTED)
+        for pattern in PATTERNS:
+            value = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, value)
+        return value
+
+    def values(self, value: str) -> tuple[str, int]:
+        """Replace the known secret values only, not the secret-shaped patterns, and count
+        them: for file contents, where a pattern would also mangle ordinary code such as
+        `api_key = os.environ[...]`."""
+        count = 0
+        for secret in self.secrets:
+            if secret in value:
+                count += value.count(secret)
+                value = value.replace(secret, REDACTED)
+        return value, count
+
+    def data(self, value: Any) -> Any:
+        """Scrub every string inside JSON-like data; keys named like secrets lose their values.
+        A string holding a JSON object or list (a tool result as the model reads it) is scrubbed
+        as the structure it encodes, then written back the way it was written."""
+        if isinstance(value, str):
+            return self.text(self._json_text(value))
+        if isinstance(value, dict):
+            return {
+                k: (_redact_all(v) if str(k).lower() in SENSITIVE_KEYS else self.data(v))
+                for k, v in value.items()
+            }
+        if isinstance(value, (list, tuple)):
+            return [self.data(v) for v in value]
+        return value
+
+    def _json_text(self, value: str) -> str:
+        head = value[:1]
+        if head not in ("{", "[") or not (self.secrets or _may_hold_secret_shapes(value)):
+            return value
+        try:
+            decoded = json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+        if not isinstance(decoded, (dict, list)):
+            return value
+        scrubbed = self.data(decoded)
+        if scrubbed == decoded:
+            return value
+        # The encoding the session loop uses (`json.dumps(result, default=str)`).
+        return json.dumps(scrubbed)
+
+    def with_extra(self, extra: Iterable[str]) -> Scrubber:
+        return Scrubber([*self.secrets, *extra])
+
+
+def _may_hold_secret_shapes(value: str) -> bool:
+    """Without known secrets only sensitive keys and secret shapes can matter."""
+    lowered = value.lower()
+    return any(f'"{key}"' in lowered for key in SENSITIVE_KEYS) or any(
+        pattern.search(value) for pattern in PATTERNS
+    )
+
+
+def _redact_all(value: Any) -> Any:
+    """Inside a sensitive subtree every string value goes, but names ("key") stay readable."""
+    if isinstance(value, dict):
+        return {k: (v if k in ("key", "name") else _redact_all(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_all(v) for v in value]
+    if isinstance(value, str):
+        return REDACTED
+    return value
+
+
+def sensitive_values(value: Any) -> list[str]:
+    """The strings `Scrubber.data` would redact by key (credential values, passwords, tokens),
+    so that the same values can be scrubbed wherever else they appear: in free text next to
+    them, in an error, or in a reply that repeats them."""
+    found: list[str] = []
+
+    def collect(node: Any, sensitive: bool) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if sensitive and k in ("key", "name"):
+                    continue
+                collect(v, sensitive or str(k).lower() in SENSITIVE_KEYS)
+        elif isinstance(node, (list, tuple)):
+            for v in node:
+                collect(v, sensitive)
+        elif sensitive and isinstance(node, str):
+            found.append(node)
+
+    collect(value, False)
+    return found
+
+
+_lock = threading.Lock()
+_cached: Scrubber = Scrubber()
+_loaded_at = 0.0
+
+
+SecretSource = Callable[[], Iterable[str]]
+_SOURCES: dict[str, SecretSource] = {}
+
+
+def register_secret_source(name: str, source: SecretSource) -> None:
+    """Let an app tell the scrubber where live secrets come from (the vault's secret rows, the
+    provider profiles' keys). Apps register in their `AppConfig.ready()`."""
+    _SOURCES[name] = source
+    invalidate()
+
+
+def _load_secret_values() -> list[str]:
+    return [value for source in list(_SOURCES.values()) for value in source()]
+
+
+def get_scrubber(*, refresh: bool = False) -> Scrubber:
+    """The scrubber with every live secret. Reloaded from the database when older than a couple
+    of seconds, so a secret written by another process is known here almost at once."""
+    global _cached, _loaded_at
+    if refresh or time.monotonic() - _loaded_at > CACHE_SECONDS:
+        values = _load_secret_values()
+        with _lock:
+            _cached = Scrubber(values)
+            _loaded_at = time.monotonic()
+    return _cached
+
+
+def invalidate() -> None:
+    global _loaded_at
+    _loaded_at = 0.0
+
+
+def remember(values: Iterable[str]) -> None:
+    """Teach the cached scrubber new secret values at once, without the database: a log line
+    written right after a secret is stored must not carry it (the logging filter never reads
+    the database). The next reload replaces the cache with the database's truth."""
+    global _cached
+    with _lock:
+        _cached = _cached.with_extra(values)
+
+
+def cached_scrubber() -> Scrubber:
+    """The last loaded scrubber, without touching the database (safe inside logging and async)."""
+    return _cached
+
+
+def scrub(value: str) -> str:
+    return get_scrubber().text(value)
+
+
+def scrub_data(value: Any) -> Any:
+    return get_scrubber().data(value)
+
+
+class ScrubSecretsFilter(logging.Filter):
+    """Logging filter: a log line never carries a known secret or a secret-shaped string."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed log call must not break logging
+            return True
+        record.msg = cached_scrubber().text(message)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = cached_scrubber().text(record.exc_text)
+        return True

@@ -1,0 +1,87 @@
+"""What a session runs: an agent spec, built by the caller (for a team: `teams.agent`), and a
+request that names the work by ids. The engine never loads a team, a task or a topic itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from openhive.core.context import TeamRef
+from openhive.core.registry import ToolSpec
+
+from .budgets import Budgets, TriggerWindow
+from .models import Session
+from .providers import ProviderProfile
+
+EventSink = Callable[[dict], None]
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """An agent: its system prompt, the tools it is offered, its model profile and its limits.
+    `team` is who acts (the tools' context); `name` is what the model port is told (the
+    scripted provider's `when: {team: ...}`)."""
+
+    team: TeamRef
+    name: str
+    system_messages: tuple[dict, ...]
+    tools: tuple[ToolSpec, ...]
+    profile: ProviderProfile
+    max_turns: int
+    timeout_seconds: float | None = None
+    # The team's budgets (task, daily, trigger window); the org-wide cap is read by the engine.
+    budgets: Budgets | None = None
+
+
+@dataclass
+class SessionRequest:
+    """One piece of work for an agent, by ids: the engine records them on the session."""
+
+    team_id: int
+    content: str
+    kind: str = Session.Kind.TASK
+    task_id: int | None = None
+    topic_id: int | None = None
+    history: list[dict] = field(default_factory=list)
+    source_channel: str = ""
+    actor: str = ""
+    on_event: EventSink | None = None
+    should_cancel: Callable[[], bool] | None = None
+    # Stream the reply's text to `on_event` as `delta` events, where the provider streams.
+    stream: bool = False
+    # Where the work came from (`lineage.current_origin()` of the session that queued it).
+    parent_session_id: int | None = None
+    parent_task_id: int | None = None
+    trace: dict[str, str] = field(default_factory=dict)
+    # The trigger window the task belongs to (window budgets).
+    trigger_window: TriggerWindow | None = None
+    # How the caller shaped the spec (only_tools, topic_name, max_turns), kept for replay.
+    spec_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SessionOutcome:
+    session_id: int
+    stop_reason: str
+    content: str
+    error: str = ""
+    # Side effects the tools reported for the caller (e.g. `topic_id` of a topic it opened).
+    effects: dict[str, Any] = field(default_factory=dict)
+    # The model provider (and its fallbacks) stayed down: the work may succeed later, after
+    # `retry_after` seconds if the provider said so.
+    transient: bool = False
+    retry_after: float | None = None
+    # Which budget stopped the session (`daily_tokens`, ...), for `budget_exceeded`.
+    budget: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.stop_reason == Session.StopReason.COMPLETED
+
+
+def outcome_text(outcome: SessionOutcome) -> str:
+    """What a person should read about a session's end."""
+    if outcome.ok:
+        return outcome.content
+    return outcome.content or f"Error: {outcome.error}"

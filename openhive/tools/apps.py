@@ -1,0 +1,25 @@
+import logging
+
+from django.apps import AppConfig
+from django.conf import settings
+
+logger = logging.getLogger("openhive.tools")
+
+
+class ToolsConfig(AppConfig):
+    name = "openhive.tools"
+    label = "tools"
+    verbose_name = "Tools (files, shell, web)"
+
+    def ready(self) -> None:
+        from openhive.core.guards.ssrf import parse_allow
+
+        entries = settings.OPENHIVE.get("SSRF_ALLOW") or []
+        # A malformed entry must stop start-up rather than silently exempt something else.
+        allowed = sorted(parse_allow(entries))
+        if allowed:
+            logger.warning(
+                "SSRF guard: OPENHIVE_SSRF_ALLOW exempts these destinations from the address "
+                "rule: %s",
+                ", ".join(f"{host}:{port}" for host, port in allowed),
+            )

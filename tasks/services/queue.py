@@ -1,0 +1,303 @@
+"""State changes of the durable task queue: enqueue, dispatch, claim with a lease, renew,
+finish, cancel and reap. Every transition is a conditional UPDATE, so two processes can never
+both move the same task."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from openhive.chat.services import outbox_put
+from openhive.core.errors import Conflict, DomainError, NotFound
+from openhive.core.scrubbing import scrub
+from openhive.engine.lineage import current_origin
+from teams.models import TeamMessage
+from teams.services import team_mark_bootstrapped, teammessage_send
+
+from ..models import Task
+from ..signals import task_finished
+from ..timing import defer_delay, lease_until, redispatch_cutoff
+
+PRIORITY_NAMES = {p.label: p.value for p in Task.Priority}
+RESULT_LIMIT = 10_000
+
+
+def priority_from_name(name: str) -> int:
+    try:
+        return PRIORITY_NAMES[name]
+    except KeyError:
+        raise DomainError(
+            f"priority must be one of {', '.join(PRIORITY_NAMES)}; got {name!r}",
+            code="invalid_priority",
+        ) from None
+
+
+@transaction.atomic
+def task_enqueue(
+    *,
+    team,
+    text: str,
+    type: str = Task.Type.DELEGATE,
+    priority: int = Task.Priority.NORMAL,
+    source_channel: str = "",
+    topic_id: int | None = None,
+    correlation_id: str = "",
+    options: dict | None = None,
+    created_by: str = "",
+) -> Task:
+    if not text.strip():
+        raise DomainError("task text must not be empty", code="invalid_task")
+    # Queued from inside a session (delegate, handoff): remember that session and its trace,
+    # so the child's session records its parent and continues the trace.
+    options = {**current_origin(), **(options or {})}
+    return Task.objects.create(
+        team=team,
+        # A known secret never reaches a task (and so a prompt): teams read theirs from the vault.
+        text=scrub(text),
+        type=type,
+        priority=priority,
+        source_channel=source_channel,
+        topic_id=topic_id,
+        correlation_id=correlation_id,
+        options=options,
+        created_by=created_by,
+    )
+
+
+def task_mark_dispatched(*, task_id: int, now: datetime) -> bool:
+    updated = (
+        Task.objects.filter(pk=task_id, status=Task.Status.PENDING)
+        .exclude(dispatched_at__gt=redispatch_cutoff(now))
+        .update(dispatched_at=now)
+    )
+    return updated == 1
+
+
+def task_release_dispatch(*, task_id: int) -> None:
+    """A dispatched task its worker could not admit (team full, org-op): hand it out again."""
+    Task.objects.filter(pk=task_id, status=Task.Status.PENDING).update(dispatched_at=None)
+
+
+def task_renew_lease(*, task_id: int, worker: str, now: datetime | None = None) -> bool:
+    now = now or timezone.now()
+    renewed = Task.objects.filter(
+        pk=task_id, status=Task.Status.RUNNING, lease_owner=worker
+    ).update(lease_expires_at=lease_until(now))
+    return renewed == 1
+
+
+def task_finish(
+    *,
+    task_id: int,
+    worker: str,
+    status: str,
+    result: str,
+    now: datetime | None = None,
+    stop_reason: str = "",
+) -> Task | None:
+    """Record the outcome, if this worker still holds the task. A task cancelled (or reaped)
+    meanwhile keeps its status: a late result never overwrites it."""
+    now = now or timezone.now()
+    with transaction.atomic(durable=True):
+        task = (
+            Task.objects.select_for_update()
+            .select_related("team")
+            .filter(pk=task_id, status=Task.Status.RUNNING, lease_owner=worker)
+            .first()
+        )
+        if task is None:
+            return None
+        if _bootstrap_retry(task, status, now):
+            return task
+        if task.type == Task.Type.BOOTSTRAP and status == Task.Status.DONE:
+            team_mark_bootstrapped(team_id=task.team_id)
+        _end(task, status=status, result=scrub(result), now=now, stop_reason=stop_reason)
+    return task
+
+
+def tasks_forget_queued_by(*, session_id: int) -> int:
+    """Delete the tasks a session queued. Only for a replay of that session, inside its
+    rolled-back transaction: the replay then meets the queue as the session did."""
+    return Task.objects.filter(options__parent_session_id=session_id).delete()[0]
+
+
+def task_defer(
+    *,
+    task_id: int,
+    worker: str,
+    reason: str,
+    retry_after: float | None = None,
+    now: datetime | None = None,
+) -> Task | None:
+    """Put a running task back in the queue to wait for its model provider, if this worker
+    still holds it and it has been put back fewer than PROVIDER_REQUEUE_MAX times; else None
+    (the caller fails it). The queue hands it out again only after `run_after`."""
+    now = now or timezone.now()
+    with transaction.atomic(durable=True):
+        task = (
+            Task.objects.select_for_update()
+            .filter(pk=task_id, status=Task.Status.RUNNING, lease_owner=worker)
+            .first()
+        )
+        if task is None or task.defer_count >= settings.OPENHIVE["PROVIDER_REQUEUE_MAX"]:
+            return None
+        delay = defer_delay(task.defer_count, retry_after)
+        task.defer_count += 1
+        task.run_after = now + timedelta(seconds=delay)
+        task.defer_reason = scrub(
+            f"{reason[:1500]} -- put back in the queue ({task.defer_count} of "
+            f"{settings.OPENHIVE['PROVIDER_REQUEUE_MAX']}); next try after "
+            f"{task.run_after:%Y-%m-%d %H:%M:%S} UTC"
+        )
+        task.status = Task.Status.PENDING
+        task.lease_owner = ""
+        task.lease_expires_at = None
+        task.dispatched_at = None
+        task.save()
+    return task
+
+
+def _end(task: Task, *, status: str, result: str, now: datetime, stop_reason: str = "") -> None:
+    """The one way a claimed or queued task ends (inside the caller's transaction): final
+    fields, lease released, the chat told (not for cancellations), then `task_finished`."""
+    task.status = status
+    task.stop_reason = stop_reason
+    task.result = result[:RESULT_LIMIT]
+    task.finished_at = now
+    if task.started_at:
+        task.duration_ms = int((now - task.started_at).total_seconds() * 1000)
+    # A cleared lease tells a still-running session that it no longer holds the task, and
+    # makes its late result unrecordable.
+    task.lease_owner = ""
+    task.lease_expires_at = None
+    task.save()
+    if status != Task.Status.CANCELLED:
+        _notify(task)
+    if stop_reason == "budget_exceeded":
+        _tell_parent_of_budget(task)
+    task_finished.send(sender=Task, task=task)
+
+
+def _tell_parent_of_budget(task: Task) -> None:
+    """A budget stop is news for whoever asked: the chat hears through the outbox (`_notify`);
+    otherwise the parent team gets an escalation in its inbox."""
+    told_chat = bool(task.source_channel) and task.type != Task.Type.TRIGGER
+    parent = task.team.parent
+    if told_chat or parent is None or task.type == Task.Type.QUERY:
+        return
+    teammessage_send(
+        sender=task.team,
+        recipient=parent,
+        content=f"Task #{task.pk} stopped on a budget: {task.result[:1000]}",
+        kind=TeamMessage.Kind.ESCALATION,
+        reason="budget exceeded",
+        correlation_id=f"budget:{task.pk}",
+    )
+
+
+def _bootstrap_retry(task: Task, status: str, now: datetime) -> bool:
+    """A failed bootstrap goes back to the queue a bounded number of times (never forever)."""
+    retries = settings.OPENHIVE["BOOTSTRAP_MAX_RETRIES"]
+    if task.type != Task.Type.BOOTSTRAP or status != Task.Status.FAILED:
+        return False
+    if task.attempts > retries:
+        return False
+    task.status = Task.Status.PENDING
+    task.lease_owner = ""
+    task.lease_expires_at = None
+    task.dispatched_at = None
+    task.save()
+    return True
+
+
+def _notify(task: Task) -> None:
+    """Tell the chat that asked for this work, through the outbox (same transaction). A
+    trigger's run decides for itself whether it notifies: the triggers app handles those on
+    `task_finished`."""
+    if not task.source_channel or task.type == Task.Type.TRIGGER:
+        return
+    team = task.team.name
+    if task.type == Task.Type.BOOTSTRAP:
+        if task.status == Task.Status.DONE:
+            content = f"[{team}] Team bootstrapped and ready."
+        else:
+            content = f"[{team}] Team bootstrap failed: {task.result[:500]}"
+    else:
+        if not task.result.strip():
+            return
+        content = f"[{team}] {task.result}"
+    outbox_put(
+        channel_id=task.source_channel,
+        topic_id=task.topic_id,
+        team_name=team,
+        content=content,
+        task_id=task.pk,
+    )
+
+
+@transaction.atomic
+def task_cancel(*, task_id: int, reason: str = "cancelled") -> Task:
+    task = Task.objects.select_for_update().filter(pk=task_id).first()
+    if task is None:
+        raise NotFound(f"task {task_id} not found")
+    if task.status not in (Task.Status.PENDING, Task.Status.RUNNING):
+        raise Conflict(f"task {task_id} is already {task.status}", code="not_cancellable")
+    _end(
+        task,
+        status=Task.Status.CANCELLED,
+        result=task.result or reason,
+        now=timezone.now(),
+        stop_reason=Task.Status.CANCELLED,
+    )
+    return task
+
+
+def tasks_reap_expired_leases(*, now: datetime | None = None) -> dict[str, int]:
+    """A running task whose lease ran out lost its worker: back to pending, or failed once it
+    has used all its attempts."""
+    now = now or timezone.now()
+    max_attempts = settings.OPENHIVE["TASK_MAX_ATTEMPTS"]
+    expired = Task.objects.filter(status=Task.Status.RUNNING, lease_expires_at__lt=now)
+    failed_ids = list(expired.filter(attempts__gte=max_attempts).values_list("id", flat=True))
+    requeued = expired.filter(attempts__lt=max_attempts).update(
+        status=Task.Status.PENDING, lease_owner="", lease_expires_at=None, dispatched_at=None
+    )
+    failed = 0
+    for task_id in failed_ids:
+        with transaction.atomic(durable=True):
+            task = (
+                Task.objects.select_for_update()
+                .select_related("team")
+                .filter(pk=task_id, status=Task.Status.RUNNING, lease_expires_at__lt=now)
+                .first()
+            )
+            if task is None:
+                continue
+            _end(
+                task,
+                status=Task.Status.FAILED,
+                result=f"Error: the worker stopped responding {task.attempts} times",
+                now=now,
+            )
+            failed += 1
+    return {"requeued": requeued, "failed": failed}
+
+
+def tasks_recover_on_startup() -> int:
+    """Nothing to do for leases (they expire by themselves); forget stale dispatch marks so
+    pending work is handed out at once after a restart."""
+    return Task.objects.filter(status=Task.Status.PENDING).update(dispatched_at=None)
+
+
+def task_mark_stall_escalated(*, task_id: int) -> bool:
+    """Flag a stalled task as escalated, once: False if it is gone or already flagged (two
+    leaders in a hand-over never escalate one task twice)."""
+    fresh = Task.objects.select_for_update().filter(pk=task_id).first()
+    if fresh is None or fresh.options.get("stall_escalated"):
+        return False
+    fresh.options = {**fresh.options, "stall_escalated": True}
+    fresh.save(update_fields=["options"])
+    return True

@@ -1,0 +1,115 @@
+"""A team's system prompt, built from the rule cascade: system rules → admin org rules → ancestors'
+org-rules (root → parent) → own org-rules → own team-rules. The first two tiers form a
+byte-stable static prefix (cacheable); the rest is the per-team dynamic suffix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openhive.core import paths
+from openhive.core.prompt_sections import PromptContext, prompt_section, registered_sections
+from openhive.core.scrubbing import scrub
+
+from .models import MAIN_TEAM, Team, TeamMessage
+
+
+@dataclass(frozen=True)
+class SystemPrompt:
+    static_prefix: str
+    dynamic_suffix: str
+
+    def messages(self, *, cache_hint: bool) -> list[dict]:
+        static: object = self.static_prefix
+        if cache_hint:
+            static = [
+                {"type": "text", "text": self.static_prefix, "cache_control": {"type": "ephemeral"}}
+            ]
+        return [
+            {"role": "system", "content": static},
+            {"role": "system", "content": self.dynamic_suffix},
+        ]
+
+
+def load_rules(directory: Path) -> list[str]:
+    """Top-level markdown files of a directory, in file-name order; none if it is missing."""
+    if not directory.is_dir():
+        return []
+    return [p.read_text().strip() for p in sorted(directory.glob("*.md")) if p.is_file()]
+
+
+def _section(header: str, rules: list[str]) -> str:
+    if not rules:
+        return ""
+    return f"--- {header} ---\n\n" + "\n\n".join(rules)
+
+
+def ancestors(team: Team) -> list[Team]:
+    """Root first, parent last."""
+    chain: list[Team] = []
+    node = team.parent
+    seen = {team.pk}
+    while node is not None and node.pk not in seen:
+        chain.append(node)
+        seen.add(node.pk)
+        node = node.parent
+    return list(reversed(chain))
+
+
+def build_system_prompt(
+    team: Team, *, topic_name: str | None = None, data: dict[str, Any] | None = None
+) -> SystemPrompt:
+    """Pure: reads rules and the data the session start loaded (`data`, by section name)."""
+    static = "\n\n".join(
+        part
+        for part in (
+            _section("System Rules", load_rules(paths.system_rules_dir())),
+            _section("Organization Rules", load_rules(paths.admin_rules_dir())),
+        )
+        if part
+    )
+    role = "main.md" if team.name == MAIN_TEAM else "team.md"
+    dynamic_parts = [
+        f"You are the team `{team.name}`."
+        + (f" Description: {team.description}" if team.description else ""),
+        (paths.system_rules_dir() / "roles" / role).read_text().strip(),
+    ]
+    for node in [*ancestors(team), team]:
+        dynamic_parts.append(
+            _section(f"Org Rules: {node.name}", load_rules(paths.team_dir(node.name) / "org-rules"))
+        )
+    dynamic_parts.append(
+        _section(f"Team Rules: {team.name}", load_rules(paths.team_dir(team.name) / "team-rules"))
+    )
+    context = PromptContext(team=team, data=data or {})
+    dynamic_parts.extend(section.func(context) for section in registered_sections())
+    if topic_name:
+        dynamic_parts.append(
+            f'## Current topic\nYou are answering within the topic "{topic_name}".'
+        )
+    return SystemPrompt(static, "\n\n".join(p for p in dynamic_parts if p))
+
+
+INBOX = "team-inbox"
+# The names of the tools this session is offered (prompt sections describe only those).
+TOOL_NAMES = "tool-names"
+
+
+@prompt_section(INBOX, order=10)
+def inbox_section(ctx: PromptContext) -> str:
+    """Messages from other teams that this session's start took from the inbox."""
+    messages: list[TeamMessage] = ctx.data.get(INBOX) or []
+    if not messages:
+        return ""
+    lines = ["## Messages from other teams", ""]
+    for m in messages:
+        relation = "child" if m.sender.parent_id == ctx.team.pk else "parent"
+        label = "ESCALATION" if m.kind == TeamMessage.Kind.ESCALATION else "message"
+        reason = f" (reason: {m.reason})" if m.reason else ""
+        stamp = m.created_at.strftime("%Y-%m-%d %H:%M UTC")
+        content = scrub(m.content)
+        lines.append(
+            f"- [{label} from {relation} team `{m.sender.name}`, {stamp}]{reason} {content}"
+        )
+    return "\n".join(lines)
