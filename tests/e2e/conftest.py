@@ -22,7 +22,6 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STARTUP_LIMIT_SECONDS = 10
 
 
 @dataclass

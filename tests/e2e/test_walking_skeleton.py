@@ -11,7 +11,7 @@ import httpx
 import pytest
 import websockets
 
-from .conftest import STARTUP_LIMIT_SECONDS, Server
+from .conftest import Server
 
 pytestmark = pytest.mark.e2e
 WAIT = 60  # seconds for one expected message; a cold worker may still be importing litellm
@@ -53,7 +53,6 @@ async def _conversation(server: Server) -> list[dict]:
 
 
 def test_chat_spawns_a_team_and_gets_a_task_result_from_a_worker(serve: Server) -> None:
-    assert serve.started_in < STARTUP_LIMIT_SECONDS, f"health took {serve.started_in:.1f}s"
     seen = asyncio.run(_conversation(serve))
     events = [m for m in seen if m["type"] == "event"]
     assert {"event": "tool_call", "name": "spawn_team"}.items() <= events[0].items()
