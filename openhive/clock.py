@@ -19,7 +19,11 @@ from django.utils import timezone
 from openhive.core.jobs import registered_jobs
 from openhive.engine.services import engine_lead, engine_resign
 from tasks.selectors import dispatched_unclaimed_count, tasks_admissible, tasks_running_count
-from tasks.services import task_mark_dispatched, tasks_recover_on_startup
+from tasks.services import (
+    task_mark_dispatched,
+    tasks_recover_on_startup,
+    tasks_release_dead_local_workers,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +59,9 @@ class EngineLoop:
         leading = engine_lead(holder=self.holder, now=now, ttl_seconds=max(5.0, tick_seconds * 20))
         if leading and not self.leading:
             recovered = tasks_recover_on_startup()
+            # A worker of this host that died with the last run (a crash, a kill -9 of serve)
+            # hands its task back now rather than when its lease runs out.
+            tasks_release_dead_local_workers()
             logger.info("engine loop %s leads (re-armed %d pending tasks)", self.holder, recovered)
         self.leading = leading
         if not leading:

@@ -1,8 +1,15 @@
-"""`serve`: migrate, then daphne + the django-q2 cluster + the engine loop as one process
-group. Ctrl-C or SIGTERM stops them all; if one dies, the others are stopped too."""
+"""`serve`: migrate, then daphne + the django-q2 cluster + the engine loop, stopped together.
+
+Each child runs in a process group of its own, so serve can end it with everything it forked
+(django-q2's sentinel and worker processes): Ctrl-C or SIGTERM, to serve or to its whole group,
+stops every process within a few seconds and leaves none behind; the tasks that were running
+go back to the queue at once. If one child dies, the others are stopped too."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import logging
 import os
 import signal
 import subprocess
@@ -16,11 +23,18 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from tasks.services import tasks_release_dead_local_workers
 from teams.services import team_ensure_main
 
 from .base import Verb
 
-STOP_GRACE_SECONDS = 15
+logger = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+# SIGTERM first, SIGKILL to whatever of a child's group is left after this: within the 5 s
+# that service managers and people at a terminal give.
+STOP_GRACE_SECONDS = 3.0
 
 
 class Serve(Verb):
@@ -54,9 +68,15 @@ class Serve(Verb):
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
+        _adopt_orphans()
         preload = {"web": "background", "workers": "now", "engine": ""}
         children = {
-            name: subprocess.Popen(cmd, env={**os.environ, "OPENHIVE_PRELOAD_LLM": preload[name]})
+            name: subprocess.Popen(
+                cmd,
+                env={**os.environ, "OPENHIVE_PRELOAD_LLM": preload[name]},
+                start_new_session=True,
+                preexec_fn=_stop_with_parent,
+            )
             for name, cmd in specs.items()
         }
         shown = "localhost" if host in ("127.0.0.1", "::1") else host
@@ -81,15 +101,60 @@ class Serve(Verb):
 
 def _stop_all(children: dict[str, subprocess.Popen]) -> None:
     for child in children.values():
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
+        _signal_group(child, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_SECONDS
     for child in children.values():
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=max(0.05, deadline - time.monotonic()))
+    # A child that exited may have left forked processes in its group (django-q2's workers
+    # outlive a stopped cluster parent): end every group, then reap.
+    for child in children.values():
+        _signal_group(child, signal.SIGKILL)
+        child.wait()
+    _reap_adopted()
+    _release_interrupted_tasks()
+
+
+def _adopt_orphans() -> None:
+    """Become the reaper of our descendants: a process whose parent dies first (a django-q2
+    worker whose cluster parent was killed) is re-parented to serve, not to PID 1, so serve
+    can collect it and leave no zombie behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _reap_adopted(limit_seconds: float = 2.0) -> None:
+    deadline = time.monotonic() + limit_seconds
+    while time.monotonic() < deadline:
         try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.02)
+
+
+def _signal_group(child: subprocess.Popen, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, sig)
+
+
+def _release_interrupted_tasks() -> None:
+    try:
+        released = tasks_release_dead_local_workers()
+    except Exception:  # the database may be the reason we stop; the reaper covers it later
+        logger.warning("could not hand back running tasks; their leases will expire instead")
+        return
+    if released:
+        logger.info("handed %d running task(s) back to the queue: %s", len(released), released)
+
+
+def _stop_with_parent() -> None:
+    """In the child before exec: if serve dies without stopping it (SIGKILL), the child is
+    told to stop rather than left running on its own."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Engine(Verb):

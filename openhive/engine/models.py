@@ -19,6 +19,10 @@ class Session(models.Model):
         CANCELLED = "cancelled"
         TIMEOUT = "timeout"
         ERROR = "error"
+        # Closed by the queue, not by the loop: its worker was killed (the lease ran out), or
+        # stopped on purpose and handed the task back (serve's shutdown, a lost database).
+        WORKER_DIED = "worker_died"
+        INTERRUPTED = "interrupted"
 
     team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="sessions")
     task = models.ForeignKey(

@@ -136,6 +136,16 @@ def session_close(*, session: Session, stop_reason: str, final_text: str, error:
     return session
 
 
+def sessions_close_abandoned(*, task_ids: list[int], stop_reason: str, error: str) -> int:
+    """Close the still-open sessions of tasks whose worker is gone: no row stays `running`
+    after the process that ran it has died."""
+    if not task_ids:
+        return 0
+    return Session.objects.filter(task_id__in=task_ids, finished_at__isnull=True).update(
+        stop_reason=stop_reason, error=error, finished_at=timezone.now()
+    )
+
+
 def toolcall_record(
     *,
     session_id: int | None,

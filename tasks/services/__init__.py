@@ -23,6 +23,7 @@ from .queue import (
     tasks_forget_queued_by,
     tasks_reap_expired_leases,
     tasks_recover_on_startup,
+    tasks_release_dead_local_workers,
 )
 
 __all__ = [
@@ -44,5 +45,6 @@ __all__ = [
     "tasks_forget_queued_by",
     "tasks_reap_expired_leases",
     "tasks_recover_on_startup",
+    "tasks_release_dead_local_workers",
     "team_critical_section",
 ]

@@ -4,16 +4,22 @@ both move the same task."""
 
 from __future__ import annotations
 
+import os
+import socket
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from openhive.chat.services import outbox_put
 from openhive.core.errors import Conflict, DomainError, NotFound
 from openhive.core.scrubbing import scrub
 from openhive.engine.lineage import current_origin
+from openhive.engine.models import Session
+from openhive.engine.services import sessions_close_abandoned
 from teams.models import TeamMessage
 from teams.services import team_mark_bootstrapped, teammessage_send
 
@@ -262,8 +268,14 @@ def tasks_reap_expired_leases(*, now: datetime | None = None) -> dict[str, int]:
     max_attempts = settings.OPENHIVE["TASK_MAX_ATTEMPTS"]
     expired = Task.objects.filter(status=Task.Status.RUNNING, lease_expires_at__lt=now)
     failed_ids = list(expired.filter(attempts__gte=max_attempts).values_list("id", flat=True))
-    requeued = expired.filter(attempts__lt=max_attempts).update(
-        status=Task.Status.PENDING, lease_owner="", lease_expires_at=None, dispatched_at=None
+    requeued_ids = list(expired.filter(attempts__lt=max_attempts).values_list("id", flat=True))
+    requeued = Task.objects.filter(
+        pk__in=requeued_ids, status=Task.Status.RUNNING, lease_expires_at__lt=now
+    ).update(status=Task.Status.PENDING, lease_owner="", lease_expires_at=None, dispatched_at=None)
+    sessions_close_abandoned(
+        task_ids=requeued_ids + failed_ids,
+        stop_reason=Session.StopReason.WORKER_DIED,
+        error="the worker running this session stopped responding (its lease expired)",
     )
     failed = 0
     for task_id in failed_ids:
@@ -284,6 +296,51 @@ def tasks_reap_expired_leases(*, now: datetime | None = None) -> dict[str, int]:
             )
             failed += 1
     return {"requeued": requeued, "failed": failed}
+
+
+def tasks_release_dead_local_workers(*, host: str | None = None) -> list[int]:
+    """Hand back the tasks that workers on this host were running when they were stopped or
+    killed: pending again at once (not after the lease expires), the attempt not counted (the
+    task did not fail; its process was taken away), their sessions closed as interrupted.
+    A lease owner is `host:pid:thread`; only owners whose process no longer exists count."""
+    host = host or socket.gethostname()
+    dead: list[int] = []
+    for task_id, owner in Task.objects.filter(
+        status=Task.Status.RUNNING, lease_owner__startswith=f"{host}:"
+    ).values_list("id", "lease_owner"):
+        pid = owner.split(":")[1] if owner.count(":") >= 2 else ""
+        if pid.isdigit() and not _process_alive(int(pid)):
+            dead.append(task_id)
+    released = []
+    for task_id in dead:
+        with transaction.atomic(durable=True):
+            moved = Task.objects.filter(pk=task_id, status=Task.Status.RUNNING).update(
+                status=Task.Status.PENDING,
+                lease_owner="",
+                lease_expires_at=None,
+                dispatched_at=None,
+                started_at=None,
+                attempts=Greatest(F("attempts") - 1, 0),
+            )
+            if moved:
+                sessions_close_abandoned(
+                    task_ids=[task_id],
+                    stop_reason=Session.StopReason.INTERRUPTED,
+                    error="the worker was stopped while this session ran; the task was "
+                    "handed back to the queue",
+                )
+                released.append(task_id)
+    return released
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def tasks_recover_on_startup() -> int:

@@ -33,6 +33,7 @@ class Server:
     process: subprocess.Popen
     log_path: Path
     started_in: float
+    env: dict[str, str] | None = None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -110,6 +111,7 @@ def serve(tmp_path: Path, database_url: str | None) -> Iterator[Server]:
         process=process,
         log_path=log_path,
         started_in=0.0,
+        env=env,
     )
     try:
         server.started_in = _wait_healthy(server, started)

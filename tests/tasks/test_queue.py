@@ -10,6 +10,7 @@ from django.conf import settings
 
 from openhive.chat.models import OutboxMessage
 from openhive.core.errors import DomainError, NotFound
+from openhive.engine.models import Session
 from tasks.models import Task
 from tasks.selectors import dispatched_unclaimed_count, tasks_admissible
 from tasks.services import (
@@ -22,6 +23,7 @@ from tasks.services import (
     task_renew_lease,
     tasks_reap_expired_leases,
     tasks_recover_on_startup,
+    tasks_release_dead_local_workers,
 )
 from teams.models import Team
 from tests.factories import TeamFactory, claim
@@ -293,6 +295,54 @@ def test_reaper_respects_the_configured_max_attempts(ops, clock, settings):
     assert tasks_reap_expired_leases(now=T0 + lease() * 2) == {"requeued": 0, "failed": 1}
     task.refresh_from_db()
     assert task.status == "failed"
+
+
+def _open_session(task: Task) -> Session:
+    return Session.objects.create(team=task.team, task=task)
+
+
+def test_reaper_closes_the_sessions_a_dead_worker_left_open(ops, clock):
+    task = task_enqueue(team=ops, text="x")
+    claim(task_id=task.pk, worker="w1")
+    session = _open_session(task)
+    finished = Session.objects.create(team=ops, task=task, stop_reason="completed", finished_at=T0)
+    clock.move_to(T0 + lease() + timedelta(seconds=1))
+    tasks_reap_expired_leases()
+    session.refresh_from_db()
+    assert session.stop_reason == "worker_died" and session.finished_at is not None
+    assert "stopped responding" in session.error
+    finished.refresh_from_db()
+    assert finished.stop_reason == "completed"
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_tasks_of_dead_local_workers_go_back_at_once_without_costing_an_attempt(ops, clock):
+    import os
+    import socket
+
+    host = socket.gethostname()
+    dead = task_enqueue(team=ops, text="dead")
+    claim(task_id=dead.pk, worker=f"{host}:{_dead_pid()}:1")
+    session = _open_session(dead)
+    alive = task_enqueue(team=ops, text="alive")
+    claim(task_id=alive.pk, worker=f"{host}:{os.getpid()}:1")
+    elsewhere = task_enqueue(team=ops, text="elsewhere")
+    claim(task_id=elsewhere.pk, worker=f"other-host:{_dead_pid()}:1")
+
+    assert tasks_release_dead_local_workers() == [dead.pk]
+    dead.refresh_from_db()
+    assert dead.status == "pending" and dead.lease_owner == "" and dead.attempts == 0
+    session.refresh_from_db()
+    assert session.stop_reason == "interrupted" and session.finished_at is not None
+    assert Task.objects.get(pk=alive.pk).status == "running"
+    assert Task.objects.get(pk=elsewhere.pk).status == "running"
 
 
 # --- results reach the chat through the outbox ------------------------------------------------
