@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
+from openhive.core.db import RESET_ERRORS, reconnecting, reconnects
 from openhive.engine import tracing
 from openhive.engine.budgets import TriggerWindow, window_since
 from openhive.engine.models import Session
@@ -24,6 +25,7 @@ from .services import (
     task_claim_next,
     task_defer,
     task_finish,
+    task_hand_back,
     task_release_dispatch,
     task_renew_lease,
 )
@@ -82,14 +84,27 @@ def run_next_task(worker: str | None = None) -> str | None:
             continue
         seen.add(team_id)
         with tracing.queue_claim_span(team=team_name, task_id=None, carrier=None) as span:
+            before = reconnects()
             task = task_claim_next(
                 team_id=team_id, team_name=team_name, worker=worker, skip_locked=True
             )
+            if task is None and reconnects() != before:
+                _release_unheard_claims(worker)
             span.set_attribute("openhive.claimed", task is not None)
             _continue_trace(task)
         if task is not None:
             return run_claimed(task, worker)
     return None
+
+
+def _release_unheard_claims(worker: str) -> None:
+    """A claim whose commit reached the database but whose reply was lost with the connection
+    leaves a task running under this worker's name that nobody runs: this thread holds
+    nothing now, so whatever it holds goes straight back."""
+    for task_id in Task.objects.filter(status=Task.Status.RUNNING, lease_owner=worker).values_list(
+        "id", flat=True
+    ):
+        task_hand_back(task_id=task_id, worker=worker, reason="claim reply lost with the link")
 
 
 def _continue_trace(task: Task | None) -> None:
@@ -110,6 +125,16 @@ def run_claimed(task: Task, worker: str) -> str:
     stop_reason = ""
     try:
         status, result, stop_reason = _execute(task, worker)
+    except RESET_ERRORS as exc:
+        # The database went away for longer than the reconnects covered: not the task's
+        # failure. Hand it back (once the database answers again) rather than fail it.
+        logger.warning(
+            "task %s interrupted: database unavailable (%s)", task_id, exc, exc_info=True
+        )
+        stop_renewing.set()
+        renewer.join(timeout=5)
+        _hand_back_when_possible(task_id, worker, f"the database connection was lost: {exc}")
+        return Task.Status.PENDING
     except Exception as exc:  # never leave a claimed task running: record the failure
         logger.exception("task %s crashed", task_id)
         status, result = Task.Status.FAILED, f"Error: {type(exc).__name__}: {exc}"
@@ -173,6 +198,7 @@ def still_held_check(task_id: int, worker: str) -> Callable[[], bool]:
     """`should_cancel` for a session: True once the task is no longer running for this worker
     (cancelled, replaced, or reaped and handed to another), so it never runs twice at once."""
 
+    @reconnecting
     def should_cancel() -> bool:
         held = Task.objects.filter(
             pk=task_id, status=Task.Status.RUNNING, lease_owner=worker
@@ -186,7 +212,17 @@ def _renew_until(task_id: int, worker: str, stop: threading.Event) -> None:
     interval = max(1.0, settings.OPENHIVE["LEASE_SECONDS"] / 3)
     try:
         while not stop.wait(interval):
-            if not task_renew_lease(task_id=task_id, worker=worker):
-                return
+            try:
+                if not task_renew_lease(task_id=task_id, worker=worker):
+                    return
+            except RESET_ERRORS:  # still down after the reconnects: try at the next beat
+                logger.warning("lease of task %s not renewed: database unavailable", task_id)
     finally:
         close_old_connections()
+
+
+def _hand_back_when_possible(task_id: int, worker: str, reason: str) -> None:
+    try:
+        task_hand_back(task_id=task_id, worker=worker, reason=reason[:500])
+    except RESET_ERRORS:  # the lease will expire and the reaper hands it back instead
+        logger.warning("task %s could not be handed back; its lease will expire", task_id)

@@ -9,6 +9,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from openhive.core.db import reconnecting
+
 from .models import LEADER, EngineLease, LlmExchange, Session, ToolCall
 
 
@@ -39,6 +41,7 @@ def engine_resign(*, holder: str) -> None:
 # --- sessions: the recorder's writes ------------------------------------------------------------
 
 
+@reconnecting
 def session_open(
     *,
     team_id: int,
@@ -68,6 +71,7 @@ def session_open(
     )
 
 
+@reconnecting
 @transaction.atomic
 def session_record_exchange(
     *,
@@ -127,6 +131,7 @@ def session_record_exchange(
     return exchange
 
 
+@reconnecting
 def session_close(*, session: Session, stop_reason: str, final_text: str, error: str) -> Session:
     session.stop_reason = stop_reason
     session.final_text = final_text
@@ -146,6 +151,7 @@ def sessions_close_abandoned(*, task_ids: list[int], stop_reason: str, error: st
     )
 
 
+@reconnecting
 def toolcall_record(
     *,
     session_id: int | None,

@@ -21,6 +21,7 @@ from django.db import connections
 
 from openhive.core import logcontext
 from openhive.core.context import ToolContext
+from openhive.core.db import RESET_ERRORS
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import get_scrubber, sensitive_values
 
@@ -111,6 +112,10 @@ def _run(
         return outcome
     except DomainError as exc:
         return recorder.finish(Stop.ERROR, "", exc.message, effects)
+    except RESET_ERRORS:
+        # The database is gone past what the reconnects cover: not this session's fault. The
+        # caller hands the work back (a task) or tells the user (a chat turn).
+        raise
     except Exception as exc:  # a provider or script failure ends this session, not the process
         logger.warning("session %s of %s failed: %s", recorder.session_id, request.team_id, exc)
         # The first line says what went wrong; provider traces stay in the log.

@@ -23,6 +23,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from openhive.core.context import ToolContext
+from openhive.core.db import reconnecting
 from openhive.core.errors import Conflict
 from teams.models import Team
 
@@ -57,6 +58,7 @@ def _running(team_id: int) -> int:
     return Task.objects.filter(team_id=team_id, status=Task.Status.RUNNING).count()
 
 
+@reconnecting
 def task_claim_next(
     *,
     team_id: int,

@@ -15,6 +15,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from openhive.chat.services import outbox_put
+from openhive.core.db import reconnecting
 from openhive.core.errors import Conflict, DomainError, NotFound
 from openhive.core.scrubbing import scrub
 from openhive.engine.lineage import current_origin
@@ -87,6 +88,7 @@ def task_release_dispatch(*, task_id: int) -> None:
     Task.objects.filter(pk=task_id, status=Task.Status.PENDING).update(dispatched_at=None)
 
 
+@reconnecting
 def task_renew_lease(*, task_id: int, worker: str, now: datetime | None = None) -> bool:
     now = now or timezone.now()
     renewed = Task.objects.filter(
@@ -95,6 +97,7 @@ def task_renew_lease(*, task_id: int, worker: str, now: datetime | None = None) 
     return renewed == 1
 
 
+@reconnecting
 def task_finish(
     *,
     task_id: int,
@@ -311,26 +314,33 @@ def tasks_release_dead_local_workers(*, host: str | None = None) -> list[int]:
         pid = owner.split(":")[1] if owner.count(":") >= 2 else ""
         if pid.isdigit() and not _process_alive(int(pid)):
             dead.append(task_id)
-    released = []
-    for task_id in dead:
-        with transaction.atomic(durable=True):
-            moved = Task.objects.filter(pk=task_id, status=Task.Status.RUNNING).update(
-                status=Task.Status.PENDING,
-                lease_owner="",
-                lease_expires_at=None,
-                dispatched_at=None,
-                started_at=None,
-                attempts=Greatest(F("attempts") - 1, 0),
+    note = "the worker was stopped while this session ran; the task was handed back"
+    return [task_id for task_id in dead if task_hand_back(task_id=task_id, reason=note)]
+
+
+@reconnecting
+def task_hand_back(*, task_id: int, reason: str, worker: str | None = None) -> bool:
+    """Put a running task back in the queue because its run was taken away by the platform
+    (a stop, a dead worker, a lost database), not because it failed: pending at once, the
+    attempt not counted, its open session closed as interrupted with `reason`. With `worker`,
+    only if that worker still holds it."""
+    with transaction.atomic(durable=True):
+        held = Task.objects.filter(pk=task_id, status=Task.Status.RUNNING)
+        if worker is not None:
+            held = held.filter(lease_owner=worker)
+        moved = held.update(
+            status=Task.Status.PENDING,
+            lease_owner="",
+            lease_expires_at=None,
+            dispatched_at=None,
+            started_at=None,
+            attempts=Greatest(F("attempts") - 1, 0),
+        )
+        if moved:
+            sessions_close_abandoned(
+                task_ids=[task_id], stop_reason=Session.StopReason.INTERRUPTED, error=reason
             )
-            if moved:
-                sessions_close_abandoned(
-                    task_ids=[task_id],
-                    stop_reason=Session.StopReason.INTERRUPTED,
-                    error="the worker was stopped while this session ran; the task was "
-                    "handed back to the queue",
-                )
-                released.append(task_id)
-    return released
+    return bool(moved)
 
 
 def _process_alive(pid: int) -> bool:

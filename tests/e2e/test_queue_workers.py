@@ -171,7 +171,8 @@ def test_a_sigkilled_workers_task_reruns_after_its_lease_expires_and_never_twice
     assert task["id"] == task_id
     assert (task["status"], task["attempts"], task["stop_reason"]) == ("done", 2, "completed")
     killed_session, rerun = sorted(task["sessions"])
-    assert killed_session[1] is None  # the killed run never finished
+    # the killed run never finished by itself; the reaper closed it, saying why
+    assert killed_session[1] is not None and killed_session[2] == "worker_died"
     assert rerun[2] == "completed"
     # the re-run started only after the first lease ran out (renewed at most ~1 s before the
     # kill, 2 s long): never two runs of the task at once

@@ -1,0 +1,88 @@
+"""Surviving a lost database connection: a failover, a server restart or `pg_terminate_backend`
+must not crash the session that happened to be using the connection.
+
+`reconnecting` wraps a unit of work that opens its own transaction (or runs in autocommit):
+when the connection turns out to be dead, it is closed (Django opens a new one on the next
+query) and the work is tried again. Inside a caller's transaction nothing is retried: the
+transaction is lost with the connection, so only its owner can decide."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+RESET_ERRORS = (OperationalError, InterfaceError)
+_local = threading.local()
+ATTEMPTS = 4
+BACKOFF_SECONDS = (0.05, 0.2, 0.8)
+
+
+def connection_lost(alias: str = DEFAULT_DB_ALIAS) -> bool:
+    """True when the connection can no longer be used (SQLite's never is: a locked database
+    is an OperationalError too, but not one that a new connection would cure)."""
+    conn = connections[alias]
+    if conn.connection is None:
+        # Closed already: Django closes a connection whose rollback failed on the way out of
+        # an atomic block, which is how a cut connection usually surfaces.
+        return True
+    try:
+        return not conn.is_usable()
+    except Exception:
+        return True
+
+
+def reconnects() -> int:
+    """How many times this thread has reconnected: compare before and after a unit of work to
+    learn that it may have committed without hearing so (the reply was lost with the link)."""
+    return getattr(_local, "reconnects", 0)
+
+
+def is_reset(exc: BaseException, alias: str = DEFAULT_DB_ALIAS) -> bool:
+    """The error says the server connection broke (PostgreSQL: SQLSTATE class 08, an
+    administrator's or the server's shutdown, or a client-side failure with no SQLSTATE).
+    Needed beside `connection_lost`: leaving an atomic block, Django may already have
+    replaced the broken connection with a fresh one."""
+    if connections[alias].vendor != "postgresql":
+        return False
+    cause = exc.__cause__ or exc
+    state = getattr(cause, "sqlstate", None)
+    if state is None:
+        return type(cause).__name__ in ("OperationalError", "InterfaceError")
+    return state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+def reconnecting(func: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(func)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        conn = connections[DEFAULT_DB_ALIAS]
+        for attempt in range(ATTEMPTS):
+            try:
+                return func(*args, **kwargs)
+            except RESET_ERRORS as exc:
+                last = attempt == ATTEMPTS - 1
+                if last or conn.in_atomic_block or not (connection_lost() or is_reset(exc)):
+                    raise
+                logger.warning(
+                    "database connection lost in %s (%s); reconnecting",
+                    func.__qualname__,
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                )
+                _local.reconnects = reconnects() + 1
+                with contextlib.suppress(Exception):
+                    conn.close()
+                time.sleep(BACKOFF_SECONDS[attempt])
+        raise AssertionError("unreachable")
+
+    return run
