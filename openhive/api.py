@@ -18,13 +18,14 @@ from memory.api import router as memories_router
 from memory.embeddings import search_mode as memory_search_mode
 from openhive.api_auth import api_auth, docs_guard, member_auth
 from openhive.chat.api import router as topics_router
+from openhive.config_report import config_problems
 from openhive.core.api import Instant
 from openhive.core.errors import Conflict, DomainError, NotAllowed, NotFound
 from openhive.core.scrubbing import scrub
 from openhive.core.text import UnstorableText, check_storable
 from openhive.engine.api import audit_router
 from openhive.engine.api import router as sessions_router
-from openhive.engine.providers import providers_configured
+from openhive.engine.providers import provider_problems, providers_configured
 from openhive.engine.selectors import engine_leader, engine_overview
 from openhive.org.api import router as teams_router
 from openhive.usage import usage_report
@@ -182,6 +183,9 @@ class HealthOut(Schema):
     database: Literal["ok", "error"]
     provider_configured: bool
     memory_search: Literal["hybrid", "full_text_only"]
+    # Configuration that cannot be used, by file, part and key (providers.yaml profiles,
+    # channels.yaml, the teams' config.yaml): the rest keeps working.
+    config_problems: list[str]
     version: str
 
 
@@ -210,6 +214,7 @@ def health(request: HttpRequest) -> Status:
         "database": "ok" if database_ok else "error",
         "provider_configured": _provider_configured(),
         "memory_search": memory_search_mode(),
+        "config_problems": config_problems() if database_ok else provider_problems(),
         "version": VERSION,
     }
     return Status(200 if database_ok else 503, body)

@@ -9,16 +9,18 @@ django_http = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from openhive.chat.origin import SameOriginValidator  # noqa: E402
 from openhive.chat.routing import websocket_urlpatterns  # noqa: E402
+from openhive.core.accesslog import AccessLog  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": ASGIStaticFilesHandler(django_http),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
+# daphne runs with its own access log off (`-v 0`): this one goes through logging.
+application = AccessLog(
+    ProtocolTypeRouter(
+        {
+            "http": ASGIStaticFilesHandler(django_http),
+            "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
 )

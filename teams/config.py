@@ -37,7 +37,8 @@ class RateLimitBucket(BaseModel):
 
 
 class TeamConfig(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # A misspelt key (`allowed_tool:`) must not quietly leave a team without its setting.
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     parent: str | None = None
@@ -82,8 +83,25 @@ def load_team_config(name: str) -> TeamConfig:
                 code="config_error",
             )
         return TeamConfig.model_validate({"name": name, **data})
-    except (yaml.YAMLError, ValidationError) as exc:
+    except ValidationError as exc:
+        raise DomainError(
+            f"config error in {path}: {explain_errors(exc, TeamConfig)}", code="config_error"
+        ) from exc
+    except yaml.YAMLError as exc:
         raise DomainError(f"config error in {path}: {exc}", code="config_error") from exc
+
+
+def explain_errors(exc: ValidationError, model: type[BaseModel]) -> str:
+    """One line per mistake, naming the key: what an operator fixes in the file."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        if error["type"] == "extra_forbidden":
+            known = ", ".join(k for k in model.model_fields if k != "name")
+            parts.append(f'unknown key "{where}" (known keys: {known})')
+        else:
+            parts.append(f"{where}: {error['msg']}" if where else error["msg"])
+    return "; ".join(parts)
 
 
 def write_team_config(config: TeamConfig) -> Path:
@@ -91,3 +109,13 @@ def write_team_config(config: TeamConfig) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
     return path
+
+
+def team_config_problem(name: str) -> str | None:
+    """Why the team's config.yaml cannot be used, without the server's paths (for doors that
+    people outside the server read: the health check, the admin); None when it is fine."""
+    try:
+        load_team_config(name)
+    except DomainError as exc:
+        return exc.message.replace(str(config_path(name)), f"teams/{name}/config.yaml")
+    return None

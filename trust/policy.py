@@ -122,11 +122,38 @@ def load_trust_policy() -> LoadedPolicy:
             value = LoadedPolicy(TrustPolicy.model_validate(section), path)
         except ValidationError as exc:
             problems = "; ".join(
-                f"trust.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+                f'unknown key "trust.{".".join(str(p) for p in e["loc"])}"'
+                if e["type"] == "extra_forbidden"
+                else f"trust.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                for e in exc.errors()
             )
             raise PolicyError(f"{path} is invalid: {problems}") from exc
     _cache.update(key=key, value=value)
     return value
+
+
+CHANNELS_KEYS = ("trust",)
+
+
+def channels_problems() -> list[str]:
+    """What in channels.yaml cannot be used, naming the key (for health, status, admin)."""
+    path = channels_file()
+    try:
+        load_trust_policy()
+    except PolicyError as exc:
+        return [str(exc.message).replace(str(path), path.name)]
+    try:
+        data = yaml.safe_load(path.read_text()) if path.exists() else None
+    except (OSError, yaml.YAMLError):
+        return []
+    if not isinstance(data, dict):
+        return []
+    known = ", ".join(CHANNELS_KEYS)
+    return [
+        f'{path.name}: unknown key "{key}" (known keys: {known})'
+        for key in data
+        if key not in CHANNELS_KEYS
+    ]
 
 
 def describe_policy() -> dict[str, Any]:

@@ -15,6 +15,7 @@ from openhive.core.errors import DomainError
 from openhive.engine.models import Session
 from openhive.engine.providers import not_configured_message, providers_configured
 from teams.agent import run_team_session
+from teams.config import team_config_problem
 from teams.services import team_ensure_main
 from trust.gate import Decision, Sender
 from trust.services import trust_gate_check
@@ -121,6 +122,12 @@ def route_inbound(inbound: Inbound) -> Routed:
         connection.close()
 
 
+CONFIG_BROKEN = (
+    "The main agent cannot answer right now: its configuration has a problem. An operator can "
+    "see what is wrong in the admin (Teams, main) or with `manage.py openhive status`."
+)
+
+
 def chat_turn(
     *, routed: Routed, message: Message, sender_id: str, on_event: Callable[[dict], None] | None
 ) -> TurnResult:
@@ -132,6 +139,11 @@ def chat_turn(
                 False, topic, error_code="provider_not_configured", error=not_configured_message()
             )
         main = team_ensure_main()
+        problem = team_config_problem(main.name)
+        if problem:
+            # Operators get the detail (file and key); the person chatting gets a sentence.
+            logger.error("chat turn refused: %s", problem)
+            return TurnResult(False, topic, error_code="config_error", error=CONFIG_BROKEN)
         limit = settings.OPENHIVE["CHAT_HISTORY_MESSAGES"]
         tools = [*ROUTING_TOOLS, *TRUST_TOOLS]
         if routed.mode == SINGLE:

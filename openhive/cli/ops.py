@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from openhive.config_report import config_problems
 from openhive.core.context import ToolContext
 from openhive.core.errors import DomainError
 from openhive.core.jobs import registered_jobs
@@ -151,6 +152,11 @@ class Status(Verb):
         leader = engine_leader()
         out.write(f"Engine leader: {leader.holder if leader else 'none running'}")
         out.write(f"Provider configured: {'yes' if providers_configured() else 'no'}")
+        problems = config_problems()
+        if problems:
+            out.write("Configuration problems:")
+            for problem in problems:
+                out.write(f"  {problem}")
         counts = task_counts_by_status()
         out.write("Tasks: " + ", ".join(f"{s} {n}" for s, n in counts.items()))
         out.write("Teams:")

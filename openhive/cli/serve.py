@@ -56,6 +56,9 @@ class Serve(Verb):
                 sys.executable,
                 "-m",
                 "daphne",
+                # daphne's access log prints query strings (tokens) unscrubbed; ours is in asgi.
+                "-v",
+                "0",
                 "-b",
                 host,
                 "-p",

@@ -13,7 +13,7 @@ from openhive.core.errors import ProviderNotConfigured
 from openhive.core.scrubbing import scrub
 
 from .models import EngineLease, LlmExchange, Session, ToolCall
-from .providers import list_profiles, providers_file
+from .providers import list_profiles, provider_problems, providers_file
 
 
 class LlmExchangeInline(ReadOnlyInline):
@@ -120,6 +120,7 @@ def providers_view(request: HttpRequest) -> HttpResponse:
         "title": "Provider profiles",
         "profiles": profiles,
         "error": error,
+        "problems": [] if error else [scrub(p) for p in provider_problems()],
         "providers_file": providers_file(),
     }
     return TemplateResponse(request, "admin/engine/providers.html", context)

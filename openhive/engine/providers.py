@@ -3,16 +3,19 @@ from OPENHIVE_DATA_DIR/config/providers.yaml. Teams pick a profile by name and n
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from openhive.core import paths
 from openhive.core.errors import ProviderNotConfigured
+
+logger = logging.getLogger(__name__)
 
 SCRIPTED_PREFIX = "scripted/"
 
@@ -45,22 +48,51 @@ class ProfileIn(BaseModel):
 
 
 class ProvidersFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """providers.yaml as far as it is usable: each profile is checked on its own, so a mistake
+    in one (an unknown key, a missing model, a fallback that does not exist) takes down that
+    profile only. `problems` names each broken part and why ("file" for the file's own keys)."""
 
     profiles: dict[str, ProfileIn] = Field(default_factory=dict)
     embedding: ProfileIn | None = None
+    problems: dict[str, str] = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _fallbacks_exist(self) -> ProvidersFile:
-        for name, profile in self.profiles.items():
-            for other in profile.fallbacks:
-                if other == name:
-                    raise ValueError(f"profile {name!r} names itself as a fallback")
-                if other not in self.profiles:
-                    raise ValueError(
-                        f"profile {name!r} names fallback {other!r}, which is not defined"
-                    )
-        return self
+
+FILE_KEYS = ("profiles", "embedding")
+
+
+def _parse_providers(data: Any, path: Path) -> ProvidersFile:
+    if not isinstance(data, dict):
+        raise ProviderNotConfigured(f"{path} is invalid: expected a mapping with `profiles:`")
+    problems: dict[str, str] = {}
+    unknown = [str(key) for key in data if key not in FILE_KEYS]
+    if unknown:
+        problems["file"] = "; ".join(
+            f'unknown key "{key}" (known keys: {", ".join(FILE_KEYS)})' for key in unknown
+        )
+    raw_profiles = data.get("profiles") or {}
+    if not isinstance(raw_profiles, dict):
+        raise ProviderNotConfigured(f"{path} is invalid: `profiles` must map names to profiles")
+    profiles: dict[str, ProfileIn] = {}
+    for name, raw in raw_profiles.items():
+        try:
+            profiles[str(name)] = ProfileIn.model_validate(raw)
+        except ValidationError as exc:
+            problems[str(name)] = _short(exc)
+    for name, profile in list(profiles.items()):
+        for other in profile.fallbacks:
+            if other == name:
+                problems[name] = "names itself as a fallback"
+            elif other not in raw_profiles:
+                problems[name] = f'names fallback "{other}", which is not defined'
+        if name in problems:
+            del profiles[name]
+    embedding = None
+    if data.get("embedding") is not None:
+        try:
+            embedding = ProfileIn.model_validate(data["embedding"])
+        except ValidationError as exc:
+            problems["embedding"] = _short(exc)
+    return ProvidersFile(profiles=profiles, embedding=embedding, problems=problems)
 
 
 @dataclass(frozen=True)
@@ -115,17 +147,43 @@ def load_providers() -> ProvidersFile:
         return _cache["parsed"]
     try:
         data = yaml.safe_load(path.read_text()) or {}
-        parsed = ProvidersFile.model_validate(data)
-    except (yaml.YAMLError, ValidationError) as exc:
+    except yaml.YAMLError as exc:
         raise ProviderNotConfigured(f"{path} is invalid: {_short(exc)}") from exc
+    parsed = _parse_providers(data, path)
+    for part, problem in parsed.problems.items():
+        where = "" if part == "file" else f' (profile "{part}")'
+        logger.warning("%s%s: %s", path, where, problem)
     _cache.update(mtime=(path, mtime), parsed=parsed)
     return parsed
 
 
 def _short(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return "; ".join(_explain(e) for e in exc.errors())
     return str(exc).splitlines()[0]
+
+
+def _explain(error: Any) -> str:
+    where = ".".join(str(p) for p in error["loc"])
+    if error["type"] == "extra_forbidden":
+        return f'unknown key "{where}" (known keys: {", ".join(ProfileIn.model_fields)})'
+    if error["type"] == "missing":
+        return f'missing "{where}"'
+    return f"{where}: {error['msg']}" if where else error["msg"]
+
+
+def provider_problems() -> list[str]:
+    """Every reason a part of providers.yaml cannot be used, for the health check, `status`
+    and the admin: the file, the profile and the key."""
+    path = providers_file()
+    try:
+        config = load_providers()
+    except ProviderNotConfigured as exc:
+        return [exc.message]
+    return [
+        f"{path.name}: {problem}" if part == "file" else f'{path.name}: profile "{part}": {problem}'
+        for part, problem in sorted(config.problems.items())
+    ]
 
 
 def _build(name: str, raw: ProfileIn) -> ProviderProfile:
@@ -158,6 +216,11 @@ def _build(name: str, raw: ProfileIn) -> ProviderProfile:
 def resolve_profile(name: str = "default") -> ProviderProfile:
     config = load_providers()
     raw = config.profiles.get(name)
+    if raw is None and name in config.problems:
+        raise ProviderNotConfigured(
+            f'provider profile "{name}" in {providers_file()} cannot be used: '
+            f"{config.problems[name]}"
+        )
     if raw is None:
         if not config.profiles:
             raise ProviderNotConfigured(not_configured_message())

@@ -15,6 +15,7 @@ from django.urls import path
 from openhive.core.errors import DomainError
 from tasks.selectors import team_status
 from teams.admin import ScopeKeywordInline
+from teams.config import team_config_problem
 from teams.models import MAIN_TEAM, Team
 from teams.selectors import PENDING
 
@@ -34,11 +35,32 @@ class TeamAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "bootstrapped", ("parent", admin.RelatedOnlyFieldListFilter))
     search_fields = ("name", "description", "scope_keywords__keyword")
-    fields = ("name", "parent", "description", "status", "bootstrapped", "created_at", "updated_at")
-    readonly_fields = ("name", "parent", "status", "bootstrapped", "created_at", "updated_at")
+    fields = (
+        "name",
+        "parent",
+        "description",
+        "status",
+        "bootstrapped",
+        "config_problem",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = (
+        "name",
+        "parent",
+        "status",
+        "bootstrapped",
+        "config_problem",
+        "created_at",
+        "updated_at",
+    )
     inlines = (ScopeKeywordInline,)
     actions = ("shutdown_teams",)
     change_list_template = "admin/teams/team/change_list.html"
+
+    @admin.display(description="config.yaml")
+    def config_problem(self, team: Team) -> str:
+        return team_config_problem(team.name) or "valid"
 
     def get_urls(self):
         tree = path("tree/", self.admin_site.admin_view(self.org_tree_view), name="teams_org_tree")

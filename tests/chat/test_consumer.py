@@ -226,3 +226,22 @@ def test_daphne_sends_the_close_reason_it_is_given():
     Protocol().handle_reply({"type": "websocket.close", "code": 1009, "reason": "too big"})
     Protocol().handle_reply({"type": "websocket.close", "code": 4401})
     assert sent == [(1009, "too big"), (4401, None)]
+
+
+async def test_a_broken_main_config_gives_the_user_a_sentence_not_a_server_path(
+    token, scripted_provider
+):
+    from openhive.core import paths
+    from teams.config import config_path
+
+    scripted_provider([{"when": {}, "reply": {"content": "never"}}])
+    config_path("main").parent.mkdir(parents=True, exist_ok=True)
+    config_path("main").write_text("allowed_tool: ['*']\n")
+    communicator = await _connect(f"/ws/chat/?token={token}")
+    await _receive_until(communicator, "topic_list")
+    await communicator.send_json_to({"type": "message", "content": "hello"})
+    error = (await _receive_until(communicator, "error"))[-1]
+    assert error["code"] == "config_error"
+    assert "configuration has a problem" in error["message"]
+    assert str(paths.data_dir()) not in error["message"] and "allowed_tool" not in str(error)
+    await communicator.disconnect()

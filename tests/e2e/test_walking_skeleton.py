@@ -64,6 +64,10 @@ def test_chat_spawns_a_team_and_gets_a_task_result_from_a_worker(serve: Server) 
     assert by_type["bootstrap"]["status"] == "done"
     assert by_type["delegate"]["status"] == "done"
     assert "below 70%" in by_type["delegate"]["result"]
+    # The access log goes through logging and masks credentials in query strings.
+    log = serve.log()
+    assert '"WS /ws/chat/?token=***" 101' in log
+    assert serve.token not in log
 
 
 def test_sigterm_stops_the_whole_process_group(serve: Server) -> None:

@@ -11,6 +11,7 @@ from openhive.core.errors import ProviderNotConfigured
 from openhive.engine.providers import (
     list_profiles,
     load_providers,
+    provider_problems,
     provider_secret_values,
     providers_configured,
     providers_file,
@@ -118,22 +119,43 @@ def test_scripted_profile_is_recognised(write_providers):
     assert profile.is_scripted and profile.completion_kwargs() == {"model": "scripted/demo.yaml"}
 
 
-@pytest.mark.parametrize(
-    ("text", "hint"),
-    [
-        ("profiles: [\n", "is invalid"),
-        ("profiles:\n  default: {model: x, colour: red}\n", "colour"),
-        ("profiles:\n  default: {model: ''}\n", "model"),
-        ("profile:\n  default: {model: x}\n", "profile"),
-    ],
-)
-def test_invalid_file_is_a_clear_error(write_providers, text, hint):
-    write_providers(text)
+def test_a_file_that_is_not_yaml_is_a_clear_error(write_providers):
+    write_providers("profiles: [\n")
     with pytest.raises(ProviderNotConfigured) as err:
         load_providers()
-    assert "providers.yaml is invalid" in err.value.message and hint in err.value.message
+    assert "providers.yaml is invalid" in err.value.message
     assert providers_configured() is False
     assert provider_secret_values() == []
+    assert provider_problems() == [err.value.message]
+
+
+@pytest.mark.parametrize(
+    ("profile", "reason"),
+    [
+        ({"model": "x", "colour": "red"}, 'unknown key "colour" (known keys: model, api_key,'),
+        ({"model": ""}, "model: String should have at least 1 character"),
+        ({"api_key_env": "X"}, 'missing "model"'),
+        ({"model": "x", "fallbacks": ["nowhere"]}, 'names fallback "nowhere", which is not'),
+    ],
+)
+def test_a_broken_profile_is_named_with_its_key_and_spares_the_others(
+    write_providers, profile, reason
+):
+    write_providers({"profiles": {"default": profile, "fast": {"model": "openai/fast"}}})
+    with pytest.raises(ProviderNotConfigured) as err:
+        resolve_profile("default")
+    assert 'provider profile "default"' in err.value.message and reason in err.value.message
+    assert resolve_profile("fast").model == "openai/fast"
+    [problem] = provider_problems()
+    assert problem.startswith('providers.yaml: profile "default": ') and reason in problem
+
+
+def test_an_unknown_top_level_key_is_reported_and_the_profiles_still_work(write_providers):
+    write_providers({"profile": {"x": {}}, "profiles": {"default": {"model": "openai/x"}}})
+    assert providers_configured() is True
+    assert provider_problems() == [
+        'providers.yaml: unknown key "profile" (known keys: profiles, embedding)'
+    ]
 
 
 def test_an_edited_file_is_read_again(write_providers):
