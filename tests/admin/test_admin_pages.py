@@ -168,10 +168,19 @@ def test_provider_page_lists_profiles_without_keys(admin_client, openhive_dirs):
 
 
 def test_provider_page_explains_an_invalid_file(admin_client, openhive_dirs):
-    (openhive_dirs / "data" / "config" / "providers.yaml").write_text("profiles: {x: {}}")
+    (openhive_dirs / "data" / "config" / "providers.yaml").write_text("profiles: [\n")
     response = admin_client.get("/admin/providers/")
     assert response.status_code == 200
     assert "is invalid" in response.content.decode()
+
+
+def test_provider_page_names_a_broken_profile_beside_the_working_ones(admin_client, openhive_dirs):
+    (openhive_dirs / "data" / "config" / "providers.yaml").write_text(
+        "profiles: {x: {}, ok: {model: openai/ok}}"
+    )
+    page = admin_client.get("/admin/providers/").content.decode()
+    assert "providers.yaml: profile &quot;x&quot;: missing &quot;model&quot;" in page
+    assert "openai/ok" in page
 
 
 def test_provider_page_is_for_staff_only(client):

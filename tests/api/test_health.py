@@ -15,6 +15,7 @@ def test_health_is_open_and_reports_ok_without_provider():
         "database": "ok",
         "provider_configured": False,
         "memory_search": "hybrid",
+        "config_problems": [],
         "version": "0.1.0",
     }
 

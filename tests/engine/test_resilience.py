@@ -132,7 +132,7 @@ def test_every_profile_down_ends_the_session_as_transient_with_the_attempts_reco
 def test_fallbacks_must_name_defined_profiles(scripted_provider, openhive_dirs):
     scripted_provider([ANSWER])
     add_fallback(openhive_dirs, "default", "nowhere")
-    with pytest.raises(Exception, match="names fallback 'nowhere'"):
+    with pytest.raises(Exception, match='names fallback "nowhere"'):
         resolve_profile("default")
 
 
