@@ -3,6 +3,7 @@ to fetch its cost map from the internet."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -267,12 +268,23 @@ def _cost(litellm: ModuleType, response: Any, profile: ProviderProfile) -> Decim
         return Decimal(0)
 
 
+@functools.lru_cache(maxsize=64)
+def _tokenizer(model: str) -> dict:
+    # litellm picks the model's tokenizer anew on every encode (~0.3 ms); it never changes.
+    return get_litellm().utils.select_tokenizer(model=model)
+
+
 def count_message_tokens(profile: ProviderProfile, message: dict) -> int:
     """Tokens of one message by litellm's tokenizer for the model (`litellm.encode`) and the
     counting rule of its token counter (3 per message, plus every text field and tool call),
     without the counter's per-call overhead: a session counts each message once."""
     litellm = get_litellm()
     try:
+        tokenizer = _tokenizer(profile.model)
+
+        def encode(text: str) -> list:
+            return litellm.encode(text=text, custom_tokenizer=tokenizer)
+
         total = 3
         for key, value in message.items():
             if key == "tool_calls":
@@ -280,15 +292,15 @@ def count_message_tokens(profile: ProviderProfile, message: dict) -> int:
                     function = call.get("function") or {}
                     for text in (function.get("name"), function.get("arguments")):
                         if text:
-                            total += len(litellm.encode(model=profile.model, text=str(text)))
+                            total += len(encode(str(text)))
             elif isinstance(value, str):
-                total += len(litellm.encode(model=profile.model, text=value))
+                total += len(encode(value))
                 if key == "name":
                     total += 1
             elif isinstance(value, list):
                 for part in value:
                     if isinstance(part, dict) and isinstance(part.get("text"), str):
-                        total += len(litellm.encode(model=profile.model, text=part["text"]))
+                        total += len(encode(part["text"]))
         return total
     except Exception:  # an odd shape or tokenizer: the counter itself
         return count_tokens(profile, [message], []) - 3
