@@ -32,7 +32,7 @@ def fast_hashing(settings) -> None:
 
 async def connect(path: str, headers: list | None = None) -> WebsocketCommunicator:
     communicator = WebsocketCommunicator(application, path, headers=[ORIGIN, *(headers or [])])
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=15)
     assert connected
     return communicator
 

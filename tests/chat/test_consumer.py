@@ -32,7 +32,7 @@ def token(django_user_model) -> str:
 
 async def _connect(path: str) -> WebsocketCommunicator:
     communicator = WebsocketCommunicator(application, path, headers=ORIGIN)
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=15)
     assert connected
     return communicator
 
@@ -48,14 +48,14 @@ async def _receive_until(communicator: WebsocketCommunicator, wanted: str) -> li
 
 async def test_anonymous_socket_gets_one_not_authorized_error_and_is_closed():
     communicator = await _connect("/ws/chat/")
-    message = await communicator.receive_json_from()
+    message = await communicator.receive_json_from(timeout=10)
     assert message["type"] == "error" and message["code"] == "not_authorized"
-    assert (await communicator.receive_output())["type"] == "websocket.close"
+    assert (await communicator.receive_output(timeout=10))["type"] == "websocket.close"
 
 
 async def test_invalid_token_is_treated_as_anonymous():
     communicator = await _connect("/ws/chat/?token=ohk_not-a-real-token")
-    assert (await communicator.receive_json_from())["code"] == "not_authorized"
+    assert (await communicator.receive_json_from(timeout=10))["code"] == "not_authorized"
     await communicator.disconnect()
 
 

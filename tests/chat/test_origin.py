@@ -52,6 +52,6 @@ async def test_the_asgi_application_refuses_a_foreign_port(origin, connected):
     communicator = WebsocketCommunicator(
         application, "/ws/chat/", headers=[(b"origin", origin), (b"host", HOST.encode())]
     )
-    ok, _ = await communicator.connect()
+    ok, _ = await communicator.connect(timeout=15)
     assert ok is connected
     await communicator.disconnect()

@@ -134,7 +134,7 @@ async def test_anonymous_socket_may_assert_an_id_only_where_the_policy_allows(
     trust_policy, echo_provider
 ):
     communicator = await connect("/ws/chat/?sender=zed")
-    assert (await communicator.receive_json_from())["code"] == "not_authorized"
+    assert (await communicator.receive_json_from(timeout=10))["code"] == "not_authorized"
     await communicator.disconnect()
 
     trust_policy({"default_policy": "allow", "channels": {"ws": {"allow_asserted_sender": True}}})
