@@ -242,36 +242,49 @@ class BudgetGuard:
         self,
         estimate: Estimate | Callable[[], Estimate],
         *,
+        bound: Callable[[], Estimate] | None = None,
         own_tokens: int = 0,
         own_usd: Decimal = Decimal(0),
         now: datetime | None = None,
     ) -> dict:
         """Raise `BudgetExceeded` if the call would pass a limit; else the spend seen.
-        `own_*` is what this session has spent so far (it counts in every scope)."""
+        `own_*` is what this session has spent so far (it counts in every scope). `bound`,
+        when given, is a cheap estimate never below the exact one: while even it passes no
+        limit, the exact estimate (tokenising the request) is not needed."""
         if _suspended.get():
             return {}
         now = now or timezone.now()
         scopes = self.scopes(now)
         if not scopes:
             return {}
-        if callable(estimate):  # made only when a limit applies
-            estimate = estimate()
         others = self.others(scopes, now)
         spent = {name: (others[name][0] + own_tokens, others[name][1] + own_usd) for name in scopes}
-        for name, (_, limits, label) in scopes.items():
-            tokens, usd = spent[name]
-            for kind, limit in limits.items():
-                if limit is None:
-                    continue
-                used = tokens if kind == "tokens" else usd
-                need = estimate.tokens if kind == "tokens" else estimate.usd
-                if used + need > Decimal(str(limit)):
-                    raise BudgetExceeded(
-                        f"{name}_{kind}",
-                        _message(f"{name}_{kind}", label, kind, used, need, limit),
-                        {"tokens": tokens, "usd": float(usd)},
-                    )
+        if bound is None or _passed(scopes, spent, bound()) is not None:
+            exact = estimate() if callable(estimate) else estimate  # made only when needed
+            passed = _passed(scopes, spent, exact)
+            if passed is not None:
+                name, kind, used, need, limit = passed
+                tokens, usd = spent[name]
+                raise BudgetExceeded(
+                    f"{name}_{kind}",
+                    _message(f"{name}_{kind}", scopes[name][2], kind, used, need, limit),
+                    {"tokens": tokens, "usd": float(usd)},
+                )
         return {name: {"tokens": t, "usd": float(u)} for name, (t, u) in spent.items()}
+
+
+def _passed(scopes: dict, spent: dict, estimate: Estimate) -> tuple | None:
+    """The first (scope, kind, used, need, limit) that the call would pass, or None."""
+    for name, (_, limits, _) in scopes.items():
+        tokens, usd = spent[name]
+        for kind, limit in limits.items():
+            if limit is None:
+                continue
+            used = tokens if kind == "tokens" else usd
+            need = estimate.tokens if kind == "tokens" else estimate.usd
+            if used + need > Decimal(str(limit)):
+                return name, kind, used, need, limit
+    return None
 
 
 def _monotonic() -> float:

@@ -237,8 +237,7 @@ class _Loop:
         return (reply.message.get("content") or "").strip() or "(no summary was written)"
 
     def check_budget(self, messages: list[dict], tools: list[dict]) -> None:
-        def estimate() -> Estimate:
-            prompt_tokens = self.counter.count(messages, tools=tools)
+        def estimate(prompt_tokens: int) -> Estimate:
             made = self.completions
             expected = sum(made) // len(made) if made else 0
             observed = self.spent_usd / self.spent_tokens if self.spent_tokens else Decimal(0)
@@ -251,7 +250,14 @@ class _Loop:
             )
 
         try:
-            self.guard.check(estimate, own_tokens=self.spent_tokens, own_usd=self.spent_usd)
+            # Tokenising the request is the costly part of a check: far from every limit, the
+            # request's size in bytes (never fewer than its tokens) settles it.
+            self.guard.check(
+                lambda: estimate(self.counter.count(messages, tools=tools)),
+                bound=lambda: estimate(self.counter.bound(messages, tools=tools)),
+                own_tokens=self.spent_tokens,
+                own_usd=self.spent_usd,
+            )
         except BudgetExceeded as exc:
             raise _Stopped(Stop.BUDGET_EXCEEDED, str(exc), budget=exc.budget) from None
 
@@ -353,11 +359,14 @@ class TokenCounter:
         # By message object: the loop appends and never edits a message (compaction makes new
         # ones). The message is kept with its count, so its id cannot be reused meanwhile.
         self.cache: dict[int, tuple[dict, int]] = {}
+        self.bytes_cache: dict[int, tuple[dict, int]] = {}
         self.tools_tokens: int | None = None
+        self.tools_bytes: int | None = None
         self.schemas = schemas
 
     def offer(self, schemas: list[dict], tools_digest: str) -> None:
-        self.schemas, self.tools_digest, self.tools_tokens = schemas, tools_digest, None
+        self.schemas, self.tools_digest = schemas, tools_digest
+        self.tools_tokens = self.tools_bytes = None
 
     def count(self, messages: list[dict], *, tools: list[dict] | None = None) -> int:
         total = 3  # the reply's priming, as litellm counts it
@@ -372,6 +381,40 @@ class TokenCounter:
                 self.tools_tokens = _tools_tokens(self.profile, tools, self.tools_digest)
             total += self.tools_tokens
         return total
+
+    def bound(self, messages: list[dict], *, tools: list[dict] | None = None) -> int:
+        """Never below `count`: byte-level tokenizers make at least one byte of every token,
+        and the per-message overheads are added as `count` adds them."""
+        total = 3
+        for message in messages:
+            known = self.bytes_cache.get(id(message))
+            if known is None or known[0] is not message:
+                known = (message, _message_bytes(message))
+                self.bytes_cache[id(message)] = known
+            total += known[1]
+        if tools:
+            if self.tools_bytes is None:
+                self.tools_bytes = len(json.dumps(tools).encode())
+            total += max(self.tools_bytes, self.tools_tokens or 0)
+        return total
+
+
+def _message_bytes(message: dict) -> int:
+    total = 4  # the 3 a message costs, and 1 more for a `name`
+    for key, value in message.items():
+        if key == "tool_calls":
+            for call in value or []:
+                function = call.get("function") or {}
+                total += sum(len(str(t).encode()) for t in function.values() if t)
+        elif isinstance(value, str):
+            total += len(value.encode())
+        elif isinstance(value, list):
+            total += sum(
+                len(part["text"].encode())
+                for part in value
+                if isinstance(part, dict) and isinstance(part.get("text"), str)
+            )
+    return total
 
 
 _TOOLS_TOKENS: dict[tuple[str, str], int] = {}

@@ -187,3 +187,69 @@ def test_unknown_budget_keys_are_a_config_error(ops, scripted_provider):
     config_path("ops").write_text(yaml.safe_dump(data))
     outcome = run_team_session(ops, "work")
     assert outcome.stop_reason == "error" and "weekly_tokens" in outcome.error
+
+
+# --- the cheap bound before the exact estimate ----------------------------------------------
+
+
+def _guard(**limits):
+    from openhive.engine.budgets import BudgetGuard, Budgets, BudgetScope
+
+    scope = BudgetScope(team_id=1, team_name="ops", session_id=1, task_id=1, window=None)
+    return BudgetGuard(Budgets(**limits), scope)
+
+
+@pytest.mark.django_db
+def test_far_from_every_limit_the_request_is_not_tokenised(ops):
+    from decimal import Decimal
+
+    from openhive.engine.budgets import Estimate
+
+    counted = []
+
+    def exact():
+        counted.append(1)
+        return Estimate(900, Decimal(0))
+
+    _guard(task_tokens=10_000).check(exact, bound=lambda: Estimate(5_000, Decimal(0)))
+    assert counted == []
+
+
+@pytest.mark.django_db
+def test_near_a_limit_the_exact_estimate_decides(ops):
+    from decimal import Decimal
+
+    from openhive.engine.budgets import BudgetExceeded, Estimate
+
+    guard = _guard(task_tokens=1_000)
+    # The bound would pass the limit, the exact count does not: the call is made.
+    guard.check(lambda: Estimate(900, Decimal(0)), bound=lambda: Estimate(5_000, Decimal(0)))
+    with pytest.raises(BudgetExceeded) as refused:
+        guard.check(
+            lambda: Estimate(1_100, Decimal(0)), bound=lambda: Estimate(5_000, Decimal(0))
+        )
+    assert refused.value.budget == "task_tokens"
+    assert "1,100 tokens" in str(refused.value)
+
+
+@pytest.mark.parametrize("model", ["scripted/x.yaml", "gpt-4o", "anthropic/claude-sonnet-4-5"])
+def test_the_bound_is_never_below_the_token_count(model):
+    import json
+
+    from openhive.core.registry import all_tools
+    from openhive.engine.providers import ProviderProfile
+    from openhive.engine.session import TokenCounter
+
+    schemas = [spec.function_schema() for spec in all_tools()]
+    counter = TokenCounter(ProviderProfile(name="x", model=model), schemas)
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "rules " * 300}]},
+        {"role": "user", "content": "héllo wörld 日本語 🙂 " * 40, "name": "ana"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"x": "ü" * 500})},
+        {"role": "assistant", "content": ""},
+    ]
+    for upto in range(1, len(messages) + 1):
+        part = messages[:upto]
+        assert counter.bound(part, tools=schemas) >= counter.count(part, tools=schemas)
