@@ -37,8 +37,46 @@ def get_litellm() -> ModuleType:
                 litellm.custom_provider_map = [
                     {"provider": "scripted", "custom_handler": make_handler()}
                 ]
+                _skip_idle_success_logging(litellm)
                 _module = litellm
     return _module
+
+
+def _skip_idle_success_logging(litellm: ModuleType) -> None:
+    """litellm hands every finished call to its success-logging handler on a background
+    thread, even when no callback is configured to hear of it; that handler's work (cost maps,
+    payload building) then competes with the session for the GIL. With no callback configured
+    the call is not handed over; once an operator configures one, it is, as before."""
+    from concurrent.futures import Future
+
+    utils = litellm.utils
+    original = utils.executor
+
+    def listened() -> bool:
+        return any(
+            getattr(litellm, name, None)
+            for name in (
+                "callbacks",
+                "success_callback",
+                "_async_success_callback",
+                "input_callback",
+                "service_callback",
+            )
+        )
+
+    class _Gate:
+        def submit(self, fn, /, *args, **kwargs):
+            target = args[0] if args else None
+            if getattr(target, "__name__", "") == "success_handler" and not listened():
+                done: Future = Future()
+                done.set_result(None)
+                return done
+            return original.submit(fn, *args, **kwargs)
+
+        def __getattr__(self, name: str):
+            return getattr(original, name)
+
+    utils.executor = _Gate()
 
 
 @dataclass

@@ -1,0 +1,171 @@
+"""Per-step overhead of a session against a bare litellm tool loop, measured in the same run.
+
+    uv run python benchmarks/session_step.py [--steps 10,50,200] [--rounds 3]
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/x uv run python benchmarks/session_step.py
+
+The scenario the peers' benchmarks use: one agent, one tool `add(a, b)`, a zero-cost model (the
+scripted provider, through litellm) that makes K tool calls and then answers. Per-step time is
+wall / (K + 1) model calls. Three ways to run it, interleaved round by round:
+  - bare: `litellm.completion` in a loop, the tool called in-process (the baseline);
+  - chat: the engine's session as a chat turn of the team (kind chat, events to a sink);
+  - task: a queued task, claimed and run by `run_task` as a worker does.
+Goals (issue 19): every mode <= 1.5x the bare loop; flat in history: per step at K = 200
+<= 1.3x per step at K = 10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from harness import throwaway_django
+from pydantic import BaseModel
+
+SCRIPT = "step.yaml"
+
+
+class AddArgs(BaseModel):
+    a: float
+    b: float
+
+
+def add(ctx, args: AddArgs) -> dict:
+    return {"success": True, "sum": args.a + args.b}
+
+
+def write_script(data, steps: int) -> None:
+    call = "{tool_calls: [{name: add, arguments: {a: 1, b: 2}}], usage: {prompt_tokens: 0}}"
+    (data / "scripts" / SCRIPT).write_text(
+        "rules:\n"
+        f"  - when: {{}}\n    times: {steps}\n    reply: {call}\n"
+        "  - when: {}\n    reply: {content: done, usage: {prompt_tokens: 0}}\n"
+    )
+
+
+def reset_script() -> None:
+    from openhive.engine import scripted
+
+    scripted._uses.clear()
+
+
+def bare(steps: int, schema: dict) -> float:
+    from openhive.engine.llm import get_litellm
+
+    litellm = get_litellm()
+    messages = [{"role": "system", "content": "You add."}, {"role": "user", "content": "go"}]
+    started = time.perf_counter()
+    calls = 0
+    while True:
+        response = litellm.completion(
+            model=f"scripted/{SCRIPT}", messages=messages, tools=[schema], max_retries=0
+        )
+        calls += 1
+        message = response.choices[0].message.model_dump(exclude_none=True)
+        messages.append(message)
+        if not message.get("tool_calls"):
+            break
+        for call in message["tool_calls"]:
+            arguments = AddArgs(**json.loads(call["function"]["arguments"]))
+            result = add(None, arguments)
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(result)})
+    elapsed = time.perf_counter() - started
+    assert calls == steps + 1, calls
+    return elapsed / calls
+
+
+def chat(steps: int, team) -> float:
+    from openhive.engine.models import Session
+    from teams.agent import run_team_session
+
+    events: list[dict] = []
+    started = time.perf_counter()
+    outcome = run_team_session(
+        team, "go", kind=Session.Kind.CHAT, on_event=events.append, max_turns=steps + 5
+    )
+    elapsed = time.perf_counter() - started
+    assert outcome.ok, outcome.error
+    return elapsed / (steps + 1)
+
+
+def task(steps: int, team) -> float:
+    from tasks.models import Task
+    from tasks.runner import run_task
+    from tasks.services import task_enqueue
+
+    started = time.perf_counter()
+    queued = task_enqueue(team=team, text="go")
+    run_task(queued.pk)
+    elapsed = time.perf_counter() - started
+    status = Task.objects.values_list("status", flat=True).get(pk=queued.pk)
+    assert status == Task.Status.DONE, status
+    return elapsed / (steps + 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", default="10,50,200")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    ks = [int(k) for k in args.steps.split(",")]
+
+    with throwaway_django("openhive-step-") as (data, vendor):
+        from openhive.core.registry import get_tool, tool
+        from openhive.engine.llm import get_litellm
+        from teams.config import default_config, write_team_config
+        from teams.models import Team
+        from teams.services import team_ensure_main
+
+        tool(name="add", description="Add two numbers.", args=AddArgs)(add)
+        schema = get_tool("add").function_schema()
+        (data / "config" / "providers.yaml").write_text(
+            f"profiles:\n  default: {{model: scripted/{SCRIPT}}}\n"
+        )
+        main_team = team_ensure_main()
+        team = Team.objects.create(name="adder", parent=main_team, bootstrapped=True)
+        config = default_config("adder", parent="main")
+        write_team_config(config.model_copy(update={"allowed_tools": ["add"], "max_turns": 500}))
+        get_litellm()
+
+        print(f"database: {vendor}; per step = wall / (K + 1) model calls; median of "
+              f"{args.rounds} rounds")
+        results: dict[tuple[str, int], float] = {}
+        for k in ks:
+            write_script(data, k)
+            for mode in ("bare", "chat", "task"):  # warm-up
+                reset_script()
+                _run(mode, k, team, schema)
+            samples: dict[str, list[float]] = {"bare": [], "chat": [], "task": []}
+            for number in range(args.rounds):
+                order = ["bare", "chat", "task"]
+                for mode in order[number % 3 :] + order[: number % 3]:
+                    reset_script()
+                    samples[mode].append(_run(mode, k, team, schema))
+            for mode, values in samples.items():
+                results[(mode, k)] = statistics.median(values)
+            base = results[("bare", k)]
+            print(
+                f"K={k:>4}: bare {base * 1000:6.2f} ms/step | "
+                + " | ".join(
+                    f"{mode} {results[(mode, k)] * 1000:6.2f} ms/step "
+                    f"({results[(mode, k)] / base:.2f}x bare, goal <= 1.5x)"
+                    for mode in ("chat", "task")
+                )
+            )
+        if len(ks) > 1:
+            low, high = min(ks), max(ks)
+            for mode in ("bare", "chat", "task"):
+                ratio = results[(mode, high)] / results[(mode, low)]
+                print(f"flat in history, {mode}: K={high} / K={low} per step = {ratio:.2f}x "
+                      "(goal <= 1.3x)")
+
+
+def _run(mode: str, k: int, team, schema: dict) -> float:
+    if mode == "bare":
+        return bare(k, schema)
+    return chat(k, team) if mode == "chat" else task(k, team)
+
+
+if __name__ == "__main__":
+    main()
