@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import traceback
+import types
 
 MAX_DESCRIPTION = 2000
 
@@ -42,8 +43,12 @@ def main() -> None:
 
 def handle(request: dict) -> dict:
     name = request["name"]
-    namespace = {"__name__": f"plugin_{name}", "__builtins__": __builtins__}
     filename = f"plugins/{name}.py"
+    # A real module in sys.modules: dataclasses and enums of the plugin look it up there.
+    module = types.ModuleType(f"plugin_{name}")
+    module.__file__ = filename
+    sys.modules[module.__name__] = module
+    namespace = module.__dict__
     try:
         code = compile(request["source"], filename, "exec")
         exec(code, namespace)
