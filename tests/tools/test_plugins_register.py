@@ -52,9 +52,7 @@ def test_an_invalid_name_is_refused(ops, name):
     assert not Plugin.objects.exists()
 
 
-@pytest.mark.parametrize(
-    "name", ["bash", "read_file", "spawn_team", "register_plugin_tool"]
-)
+@pytest.mark.parametrize("name", ["bash", "read_file", "spawn_team", "register_plugin_tool"])
 def test_a_builtin_name_is_reserved(ops, name):
     result = register(ops, name, ADD)
     assert result["success"] is False and result["code"] == "RESERVED_NAME", result
