@@ -55,7 +55,8 @@ def call_plugin(tool_name: str, ctx: ToolContext, args: dict) -> dict:
     identity = {"plugin": plugin.offered_name, "version": plugin.version}
     identity["code_sha256"] = plugin.source_hash
     try:
-        source = read_verified(plugin, team_workspace(ctx.team))
+        workspace = team_workspace(ctx.team)
+        source = read_verified(plugin, workspace)
     except DomainError as exc:
         return _failure(exc.message, exc.code.upper(), identity)
     problems = argument_problems(plugin.parameters, args)
@@ -78,7 +79,7 @@ def call_plugin(tool_name: str, ctx: ToolContext, args: dict) -> dict:
         mode="run",
         name=tool_name,
         source=source,
-        workspace=team_workspace(ctx.team).root,
+        workspace=workspace.root,
         args=args,
     )
     identity["duration_ms"] = run.duration_ms
