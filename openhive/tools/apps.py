@@ -9,10 +9,15 @@ logger = logging.getLogger("openhive.tools")
 class ToolsConfig(AppConfig):
     name = "openhive.tools"
     label = "tools"
-    verbose_name = "Tools (files, shell, web)"
+    verbose_name = "Tools (files, shell, web, MCP)"
 
     def ready(self) -> None:
         from openhive.core.guards.ssrf import parse_allow
+        from openhive.core.registry import register_tool_source
+
+        from .mcpclient.source import mcp_tool_source
+
+        register_tool_source("mcp", mcp_tool_source)
 
         entries = settings.OPENHIVE.get("SSRF_ALLOW") or []
         # A malformed entry must stop start-up rather than silently exempt something else.
