@@ -1,5 +1,5 @@
 """Back office of the reach tools: recent file writes and fetches per team (from the tool-call
-audit, already scrubbed) and the state of the rate-limit buckets."""
+audit, already scrubbed), the state of the rate-limit buckets, and each team's MCP servers."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from openhive.core.admin import ReadOnlyAdmin
 
-from .models import RateLimitBucket, ReachCall
-from .selectors import reach_calls, reach_summary
+from .models import McpServerStatus, RateLimitBucket, ReachCall
+from .selectors import mcp_statuses, reach_calls, reach_summary
 
 
 class TeamNameFilter(admin.SimpleListFilter):
@@ -85,3 +85,39 @@ class RateLimitBucketAdmin(ReadOnlyAdmin):
     @admin.display(description="last used")
     def refilled(self, obj: RateLimitBucket) -> Any:
         return datetime.fromtimestamp(obj.refilled_at, tz=UTC)
+
+
+@admin.register(McpServerStatus)
+class McpServerStatusAdmin(ReadOnlyAdmin):
+    """Each team's MCP servers as the workers last saw them: state, tools, last error (all
+    scrubbed before they were stored)."""
+
+    list_display = ("team", "server", "transport", "state", "tool_count", "error", "updated_at")
+    list_filter = ("state", "transport", "team")
+    search_fields = ("server", "team__name")
+    fields = (
+        "team",
+        "server",
+        "transport",
+        "state",
+        "tool_names",
+        "last_error",
+        "failures",
+        "pid",
+        "updated_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return mcp_statuses()
+
+    @admin.display(description="tools")
+    def tool_count(self, obj: McpServerStatus) -> int:
+        return len(obj.tools or [])
+
+    @admin.display(description="tools offered (as mcp__server__tool)")
+    def tool_names(self, obj: McpServerStatus) -> str:
+        return ", ".join(f"mcp__{obj.server}__{t.get('name')}" for t in obj.tools or []) or "-"
+
+    @admin.display(description="last error")
+    def error(self, obj: McpServerStatus) -> str:
+        return obj.last_error[:160] or "-"

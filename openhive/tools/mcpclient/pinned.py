@@ -41,9 +41,7 @@ class _PinnedTransport(httpx2.AsyncHTTPTransport):
         )
 
 
-def pinned_client(
-    target: Target, headers: dict[str, str], timeout: float
-) -> httpx2.AsyncClient:
+def pinned_client(target: Target, headers: dict[str, str], timeout: float) -> httpx2.AsyncClient:
     """A client for the server at `target` only, sending `headers` with every request."""
     return httpx2.AsyncClient(
         transport=_PinnedTransport(target),

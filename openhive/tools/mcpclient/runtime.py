@@ -68,11 +68,12 @@ class _Connection:
         self.last_used = time.monotonic()
         self.task: asyncio.Task | None = None
         self.stop_event: asyncio.Event | None = None
-        self.errlog = (
-            tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-            if plan.transport == "stdio"
-            else None
-        )
+        # The server's stderr, for the tail shown with a failure (a real file: it gets the fd).
+        self.errlog = None
+        if plan.transport == "stdio":
+            self.errlog = tempfile.TemporaryFile(  # noqa: SIM115 (closed in close())
+                "w+", encoding="utf-8", errors="replace"
+            )
 
     @property
     def alive(self) -> bool:
@@ -152,9 +153,7 @@ class _Connection:
                 self.task.cancel()
                 with contextlib.suppress(BaseException):
                     await self.task
-        if self.errlog is not None:
-            with contextlib.suppress(OSError):
-                self.errlog.close()
+        # The stderr file stays open for the failure's tail; it closes with the connection.
 
     def stderr_tail(self) -> str:
         if self.errlog is None or self.errlog.closed:
@@ -295,7 +294,9 @@ class McpManager:
                     f'MCP server "{plan.name}" gave no answer to {tool} within {timeout:g} s'
                 ) from None
             if exc.code != CONNECTION_CLOSED and conn.alive:
-                raise McpCallFailed(f'MCP server "{plan.name}" refused {tool}: {exc.message}')
+                raise McpCallFailed(
+                    f'MCP server "{plan.name}" refused {tool}: {exc.message}'
+                ) from None
             error = _stopped_error(plan, conn)
         except Exception as exc:  # the transport broke under the call
             error = _stopped_error(plan, conn, exc)
@@ -339,8 +340,9 @@ class McpManager:
         try:
             self._submit(conn.close(), 15)
         except Exception:
-            logger.warning("MCP server %s of team %s did not stop cleanly", conn.plan.name,
-                           conn.plan.team_name)
+            logger.warning(
+                "MCP server %s of team %s did not stop cleanly", conn.plan.name, conn.plan.team_name
+            )
 
     def _check_backoff(self, plan: ServerPlan) -> None:
         failed = self._failures.get(plan.key)
