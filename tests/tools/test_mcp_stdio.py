@@ -228,3 +228,13 @@ def test_a_cwd_outside_the_workspace_is_refused(ops):
     set_config("ops", mcp_servers={"fx": {**FIXTURE, "cwd": "../../"}}, allowed_tools=["*"])
     assert not [n for n in offered(ops) if n.startswith("mcp__")]
     assert not McpServerStatus.objects.exists()  # never started
+
+
+def test_the_cli_calls_a_teams_mcp_tool(ops, capsys):
+    from django.core.management import call_command
+
+    set_config(
+        "ops", mcp_servers={"time": {"command": "mcp-server-time"}}, allowed_tools=["mcp__time__*"]
+    )
+    call_command("openhive", "tool", "ops", "mcp__time__get_current_time", '{"timezone": "UTC"}')
+    assert '"timezone": "UTC"' in capsys.readouterr().out
