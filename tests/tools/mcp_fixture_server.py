@@ -9,6 +9,7 @@ import hashlib
 import os
 import sys
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("fixture")
@@ -47,6 +48,12 @@ async def grow(ctx: Context) -> str:
     server.add_tool(extra, name="extra")
     await ctx.session.send_tool_list_changed()
     return "grown"
+
+
+@server.tool(description="Sleep, then answer.")
+async def nap(seconds: float) -> str:
+    await anyio.sleep(seconds)
+    return "rested"
 
 
 @server.tool(description="Fail with an error the model should read.")

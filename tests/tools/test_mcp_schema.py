@@ -97,3 +97,21 @@ def test_a_wrong_server_definition_is_a_config_error_naming_it(ops, servers, mes
     set_config("ops", mcp_servers=servers)
     with pytest.raises(DomainError, match=message):
         load_team_config("ops")
+
+
+@pytest.mark.django_db
+def test_health_names_a_broken_operator_file_and_a_dangling_reference(ops, openhive_dirs):
+    from django.test import Client
+
+    config = openhive_dirs / "data" / "config" / "mcp_servers.yaml"
+    config.write_text("servers:\n  shared-time: {comand: mcp-server-time}\n")
+    problems = Client().get("/api/v1/health").json()["config_problems"]
+    assert any("config/mcp_servers.yaml" in p and "comand" in p for p in problems), problems
+    config.write_text("servers:\n  shared-time: {command: mcp-server-time}\n")
+    set_config("ops", mcp_servers={"clock": "shared-tme"})
+    problems = Client().get("/api/v1/health").json()["config_problems"]
+    assert problems == [
+        'team "ops": mcp_servers.clock: no server "shared-tme" in config/mcp_servers.yaml '
+        "(defined there: shared-time)"
+    ]
+    assert str(openhive_dirs) not in str(problems)

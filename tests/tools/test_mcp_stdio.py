@@ -238,3 +238,14 @@ def test_the_cli_calls_a_teams_mcp_tool(ops, capsys):
     )
     call_command("openhive", "tool", "ops", "mcp__time__get_current_time", '{"timezone": "UTC"}')
     assert '"timezone": "UTC"' in capsys.readouterr().out
+
+
+def test_a_slow_call_times_out_and_the_server_stays_usable(ops):
+    set_config(
+        "ops", mcp_servers={"fx": {**FIXTURE, "timeout_seconds": 1}}, allowed_tools=["mcp__fx__*"]
+    )
+    slow = call_as(ops, "mcp__fx__nap", seconds=20)
+    assert slow["success"] is False and slow["code"] == "TIMEOUT"
+    assert "within 1 s" in slow["error"]
+    assert ToolCall.objects.get(tool="mcp__fx__nap").duration_ms < 10_000
+    assert call_as(ops, "mcp__fx__echo", text="awake")["text"] == "awake"

@@ -179,3 +179,22 @@ def _workspace_cwd(team_name: str, server: str, cwd: str | None) -> Path:
     if not target.is_dir():
         raise McpConfigError(f"mcp_servers.{server}.cwd {cwd!r} is not a folder in the workspace")
     return target
+
+
+def mcp_config_problems(team_names: list[str]) -> list[str]:
+    """Why config/mcp_servers.yaml, or a team's reference into it, cannot be used (for the
+    health check, `status` and the admin). A team config that does not parse at all is
+    reported by the teams app already."""
+    try:
+        operator_servers()
+    except McpConfigError as exc:
+        return [exc.message]
+    problems = []
+    for name in team_names:
+        try:
+            team_server_configs(name)
+        except McpConfigError as exc:
+            problems.append(f'team "{name}": {exc.message}')
+        except DomainError:
+            continue
+    return problems
