@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from openhive.core import paths
 from openhive.core.errors import DomainError
@@ -37,6 +45,37 @@ class RateLimitBucket(BaseModel):
     domain: str | None = None
 
 
+class McpServerConfig(BaseModel):
+    """One MCP server: a stdio subprocess (`command`) or a streamable HTTP endpoint (`url`).
+    `env` and `headers` values may hold `{{vault:key}}` references, resolved at start."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    # Relative to the team's workspace, and must stay inside it (default: the workspace).
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = Field(default=60, gt=0, le=600)
+    idle_seconds: float = Field(default=300, ge=5, le=86_400)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("give either command (a stdio server) or url (an HTTP server)")
+        if self.url and (self.args or self.env or self.cwd):
+            raise ValueError("args, env and cwd belong to a stdio server (command)")
+        if self.command and self.headers:
+            raise ValueError("headers belong to an HTTP server (url)")
+        return self
+
+
+# A server name becomes part of tool names (`mcp__{server}__{tool}`, at most 64 characters).
+McpServerName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,19}$")]
+
+
 class TeamConfig(BaseModel):
     # A misspelt key (`allowed_tool:`) must not quietly leave a team without its setting.
     model_config = ConfigDict(extra="forbid")
@@ -53,6 +92,9 @@ class TeamConfig(BaseModel):
     rate_limit_buckets: dict[str, RateLimitBucket] = Field(default_factory=dict)
     # Tokens and dollars per task, per day and per trigger window; none set = no limit.
     budgets: Budgets = Field(default_factory=Budgets)
+    # MCP servers by the name their tools carry: a definition, or the name of a server the
+    # operator defined in the data dir's config/mcp_servers.yaml.
+    mcp_servers: dict[McpServerName, McpServerConfig | str] = Field(default_factory=dict)
 
 
 def config_path(name: str) -> Path:

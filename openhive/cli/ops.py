@@ -58,6 +58,7 @@ class Tool(Verb):
         team = _team(options["team"])
         if options["operator"]:
             allowed = ["*"]
+            specs = team_tools(team, allowed)
             # On stderr, so stdout stays the result's JSON.
             command.stderr.write(
                 f"Operator override: the allowlist of {team.name} is bypassed; any registered "
@@ -68,10 +69,11 @@ class Tool(Verb):
                 config = load_team_config(team.name)
             except DomainError as exc:
                 raise CommandError(exc.message) from exc
-            # Exactly what the team's sessions are offered (its plugins included).
-            allowed = [s.name for s in team_tools(team, config.allowed_tools)]
-        # The run-time tools (plugins) are found per team, as a session finds them.
-        offered = {spec.name: spec for spec in team_tools(team, allowed)}
+            # What the team's sessions are offered (plugins and MCP servers' tools included).
+            specs = team_tools(team, config.allowed_tools)
+            allowed = [s.name for s in specs]
+        # Run-time tools (plugins, MCP) reach a call only through the context, as in a session.
+        offered = {s.name: s for s in specs}
         ctx = ToolContext(
             team=team, actor="operator", source_channel="", allowed_tools=allowed, tools=offered
         )

@@ -132,41 +132,62 @@ def team_tools(
 
 
 def portable_schema(model: type[BaseModel]) -> dict:
-    """A JSON schema every provider accepts: references inlined, titles and formats dropped
-    (pydantic still validates them), every property required, and optional ones nullable (a
-    null means "use the default")."""
-    raw = model.model_json_schema()
-    defs = raw.pop("$defs", {})
+    """A JSON schema every provider accepts for a pydantic model (see `portable_json_schema`);
+    pydantic still validates what the portable form drops (formats)."""
+    return portable_json_schema(model.model_json_schema())
 
-    def resolve(node: Any) -> Any:
+
+# A self-referencing schema (a tree of nodes) is cut off at this depth: a provider needs a
+# finite schema, and the server still validates what it receives.
+_MAX_REF_DEPTH = 8
+
+
+def portable_json_schema(schema: dict) -> dict:
+    """Any JSON schema (a pydantic model's, an MCP server's) in a form every provider accepts:
+    references inlined, titles and formats dropped, every property required, and optional ones
+    nullable (a null means "use the default"; the tool door drops nulls before the call),
+    additionalProperties false. The top level is always an object schema."""
+    raw = copy.deepcopy(schema) if isinstance(schema, dict) else {}
+    defs = {**raw.pop("definitions", {}), **raw.pop("$defs", {})}
+
+    def resolve(node: Any, depth: int) -> Any:
         if isinstance(node, dict):
             if "$ref" in node:
-                target = copy.deepcopy(defs[node["$ref"].split("/")[-1]])
+                name = str(node["$ref"]).split("/")[-1]
+                if name not in defs or depth >= _MAX_REF_DEPTH:
+                    # An unknown or too deep reference: any value, described if it can be.
+                    return {k: v for k, v in node.items() if k == "description"}
+                target = copy.deepcopy(defs[name])
                 # Keywords beside the reference (a field's description) win over the target's.
                 siblings = {k: v for k, v in node.items() if k != "$ref"}
-                return resolve({**target, **siblings})
+                return resolve({**target, **siblings}, depth + 1)
             out = {}
             for key, value in node.items():
-                if key in _UNPORTABLE_KEYWORDS:
+                if key in _UNPORTABLE_KEYWORDS or key in ("$schema", "$id", "$comment"):
                     continue
                 if key == "properties" and isinstance(value, dict):
                     # Property names are data, not keywords: a property called "title" stays.
-                    out[key] = {prop: resolve(sub) for prop, sub in value.items()}
+                    out[key] = {prop: resolve(sub, depth) for prop, sub in value.items()}
                 else:
-                    out[key] = resolve(value)
-            if out.get("type") == "object" and "properties" in out:
+                    out[key] = resolve(value, depth)
+            if out.get("type") == "object" and isinstance(out.get("properties"), dict):
                 required = set(out.get("required", []))
                 for prop, sub in out["properties"].items():
-                    if prop not in required:
+                    if prop not in required and isinstance(sub, dict):
                         out["properties"][prop] = _nullable(sub)
                 out["required"] = list(out["properties"])
                 out["additionalProperties"] = False
             return out
         if isinstance(node, list):
-            return [resolve(v) for v in node]
+            return [resolve(v, depth) for v in node]
         return node
 
-    return resolve(raw)
+    out = resolve(raw, 0)
+    if out.get("type") != "object":
+        out = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+    elif "properties" not in out:
+        out.update(properties={}, required=[], additionalProperties=False)
+    return out
 
 
 def _nullable(schema: dict) -> dict:

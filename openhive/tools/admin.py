@@ -1,6 +1,6 @@
 """Back office of the reach tools: recent file writes and fetches per team (from the tool-call
-audit, already scrubbed), the state of the rate-limit buckets, and the teams' plugins (source,
-hash, state; deprecate, remove and verify actions)."""
+audit, already scrubbed), the state of the rate-limit buckets, the teams' plugins (source,
+hash, state; deprecate, remove and verify actions) and each team's MCP servers."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from openhive.core.admin import ReadOnlyAdmin
 from openhive.core.errors import DomainError
 from openhive.engine.models import ToolCall
 
-from .models import Plugin, RateLimitBucket, ReachCall
+from .models import McpServerStatus, Plugin, RateLimitBucket, ReachCall
 from .plugins.services import plugin_deprecate, plugin_remove, plugin_verify, source_hash
-from .selectors import reach_calls, reach_summary
+from .selectors import mcp_statuses, reach_calls, reach_summary
 
 
 class TeamNameFilter(admin.SimpleListFilter):
@@ -200,3 +200,39 @@ class PluginAdmin(ReadOnlyAdmin):
     @admin.action(description="Verify (check the file against its hash)")
     def verify(self, request: HttpRequest, queryset: QuerySet[Plugin]) -> None:
         self._each(request, queryset, lambda p: plugin_verify(plugin=p))
+
+
+@admin.register(McpServerStatus)
+class McpServerStatusAdmin(ReadOnlyAdmin):
+    """Each team's MCP servers as the workers last saw them: state, tools, last error (all
+    scrubbed before they were stored)."""
+
+    list_display = ("team", "server", "transport", "state", "tool_count", "error", "updated_at")
+    list_filter = ("state", "transport", "team")
+    search_fields = ("server", "team__name")
+    fields = (
+        "team",
+        "server",
+        "transport",
+        "state",
+        "tool_names",
+        "last_error",
+        "failures",
+        "pid",
+        "updated_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return mcp_statuses()
+
+    @admin.display(description="tools")
+    def tool_count(self, obj: McpServerStatus) -> int:
+        return len(obj.tools or [])
+
+    @admin.display(description="tools offered (as mcp__server__tool)")
+    def tool_names(self, obj: McpServerStatus) -> str:
+        return ", ".join(f"mcp__{obj.server}__{t.get('name')}" for t in obj.tools or []) or "-"
+
+    @admin.display(description="last error")
+    def error(self, obj: McpServerStatus) -> str:
+        return obj.last_error[:160] or "-"

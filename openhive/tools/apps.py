@@ -9,16 +9,18 @@ logger = logging.getLogger("openhive.tools")
 class ToolsConfig(AppConfig):
     name = "openhive.tools"
     label = "tools"
-    verbose_name = "Tools (files, shell, web, plugins)"
+    verbose_name = "Tools (files, shell, web, plugins, MCP)"
 
     def ready(self) -> None:
         from openhive.core.guards.ssrf import parse_allow
         from openhive.core.registry import register_tool_source
 
+        from .mcpclient.source import mcp_tool_source
         from .plugins.source import plugin_tool_specs
 
         # A team's active plugins, offered as plugin__{name} where its allowlist admits them.
         register_tool_source("plugins", plugin_tool_specs)
+        register_tool_source("mcp", mcp_tool_source)
 
         entries = settings.OPENHIVE.get("SSRF_ALLOW") or []
         # A malformed entry must stop start-up rather than silently exempt something else.

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.db.models import Count, Q, QuerySet
 
-from .models import ReachCall
+from .models import McpServerStatus, ReachCall
 
 WRITE_TOOLS = ("write_file", "edit_file")
 FETCH_TOOLS = ("web_fetch",)
@@ -31,3 +31,11 @@ def reach_summary(*, since: datetime) -> list[dict]:
         .order_by("team_name")
     )
     return list(rows)
+
+
+def mcp_status(*, team_id: int, server: str) -> McpServerStatus | None:
+    return McpServerStatus.objects.filter(team_id=team_id, server=server).first()
+
+
+def mcp_statuses() -> QuerySet[McpServerStatus]:
+    return McpServerStatus.objects.select_related("team").order_by("team__name", "server")

@@ -5,14 +5,16 @@ worker of a team — in any process, on any machine — draws from the same toke
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
 from teams.models import Team
 
-from .models import RateLimitBucket
+from .models import McpServerStatus, RateLimitBucket
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,42 @@ def _locked(team: Team, keys: list[str]) -> dict[str, RateLimitBucket]:
     # Locked in key order, so two calls that need the same buckets never deadlock.
     rows = RateLimitBucket.objects.select_for_update().filter(team=team, key__in=keys)
     return {row.key: row for row in rows.order_by("key")}
+
+
+# --- MCP server status -------------------------------------------------------------------------
+
+
+@transaction.atomic
+def mcpstatus_record(
+    *,
+    team_id: int,
+    server: str,
+    transport: str,
+    state: str,
+    fingerprint: str,
+    tools: list[dict] | None = None,
+    error: str | None = None,
+) -> McpServerStatus:
+    """Record what a worker knows of a team's MCP server. `tools` None keeps the cached list;
+    `error` None keeps the last error (a restart does not hide why the server failed before);
+    a failure counts toward the restart backoff and a successful start resets it."""
+    row, _ = McpServerStatus.objects.select_for_update().get_or_create(
+        team_id=team_id,
+        server=server,
+        defaults={"transport": transport, "fingerprint": fingerprint, "updated_at": timezone.now()},
+    )
+    if row.fingerprint != fingerprint:
+        row.tools, row.failures = [], 0  # a new definition: the old tool list says nothing
+    row.transport, row.state, row.fingerprint = transport, state, fingerprint
+    row.pid = os.getpid() if state == McpServerStatus.State.RUNNING else None
+    if tools is not None:
+        row.tools = tools
+    if error is not None:
+        row.last_error = error[:4000]
+    if state == McpServerStatus.State.FAILED:
+        row.failures += 1
+    elif state == McpServerStatus.State.RUNNING:
+        row.failures = 0
+    row.updated_at = timezone.now()
+    row.save()
+    return row

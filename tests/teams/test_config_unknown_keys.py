@@ -61,7 +61,7 @@ def test_health_status_and_admin_name_the_key_without_server_paths(teams, admin_
         'channels.yaml: unknown key "trusst" (known keys: trust)',
         f'team "ops": config error in teams/ops/config.yaml: {UNKNOWN} (known keys: parent, '
         "description, allowed_tools, provider_profile, max_turns, max_concurrent_daily_ops, web, "
-        "rate_limit_buckets, budgets)",
+        "rate_limit_buckets, budgets, mcp_servers)",
     ]
     assert str(paths.data_dir()) not in str(health)
 
