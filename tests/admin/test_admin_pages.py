@@ -105,7 +105,24 @@ def _plugin() -> Model:
     )
 
 
+def _mcp_server_status() -> Model:
+    from django.utils import timezone
+
+    from openhive.tools.models import McpServerStatus
+
+    return McpServerStatus.objects.create(
+        team=TeamFactory(name="mcp-team"),
+        server="time",
+        transport="stdio",
+        state="failed",
+        tools=[{"name": "get_current_time", "description": "now", "input_schema": {}}],
+        last_error="the server exited",
+        updated_at=timezone.now(),
+    )
+
+
 MAKERS: dict[str, Callable[[], Model]] = {
+    "tools.mcpserverstatus": _mcp_server_status,
     "tools.ratelimitbucket": _rate_limit_bucket,
     "tools.reachcall": _reach_call,
     "tools.plugin": _plugin,
