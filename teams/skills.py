@@ -316,6 +316,25 @@ def load_skill(team_name: str, name: str) -> Skill:
     return load_skills(team_name).get(name)
 
 
+def skills_summary(team_name: str) -> dict:
+    """The team's skills and what is wrong with them, for the operator's doors (admin, API):
+    workspace-relative paths only, never a body."""
+    catalog = load_skills(team_name)
+    return {
+        "skills": [
+            {
+                "name": s.name,
+                "description": scrub(s.description),
+                "path": s.path,
+                "required_tools": list(s.required_tools),
+                "warnings": list(s.warnings),
+            }
+            for s in catalog.skills.values()
+        ],
+        "problems": [{"path": p.path, "error": scrub(p.error)} for p in catalog.problems],
+    }
+
+
 def skill_problems(team_name: str) -> list[str]:
     """What the operator should fix in the team's skills (warnings included), one per line,
     with workspace-relative paths only."""
