@@ -19,6 +19,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISLNK, S_ISREG
 from typing import Any
 
 import yaml
@@ -226,23 +227,26 @@ def skills_dir(team_name: str) -> Path:
 
 
 def load_skills(team_name: str) -> SkillCatalog:
-    """Every skill of the team's `skills/`, each validated on its own. A file is parsed again
-    only when it changed (every session start renders the index)."""
-    folder = skills_dir(team_name)
-    root = Path(os.path.realpath(paths.team_dir(team_name)))
-    skills: dict[str, Skill] = {}
-    problems: list[SkillProblem] = []
+    """Every skill of the team's `skills/`, each validated on its own. Every session start
+    renders the index, so a file costs one `lstat` when unchanged: it is parsed again only
+    when its modification time, size or inode changed, and only symlinks are resolved."""
+    root = os.path.realpath(paths.team_dir(team_name))
+    base = os.path.realpath(skills_dir(team_name))
+    if not _within(base, root):
+        problem = SkillProblem("", "skills/", "the folder leads outside the team's workspace")
+        return SkillCatalog(team_name, {}, (problem,) if os.path.isdir(base) else ())
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        entries = sorted(os.scandir(base), key=lambda e: e.name)
     except OSError:
         return SkillCatalog(team_name, {})
-    candidates: dict[str, tuple[Path, Path | None, str]] = {}
+    problems: list[SkillProblem] = []
+    candidates: dict[str, tuple[str, bool, str, bool]] = {}
     for entry in entries:
         if entry.name.startswith("."):
             continue
-        path = Path(entry.path)
         if entry.is_dir():
-            candidates[entry.name] = (path / SKILL_FILE, path, f"skills/{entry.name}/{SKILL_FILE}")
+            shown = f"skills/{entry.name}/{SKILL_FILE}"
+            candidates[entry.name] = (entry.path, True, shown, entry.is_symlink())
         elif entry.name.endswith(".md") and entry.name != "README.md":
             name = entry.name[:-3]
             if name in candidates:
@@ -250,9 +254,10 @@ def load_skills(team_name: str) -> SkillCatalog:
                     SkillProblem(name, f"skills/{entry.name}", "ignored: the folder skill wins")
                 )
                 continue
-            candidates[name] = (path, None, f"skills/{entry.name}")
-    for name, (file, skill_folder, shown) in list(candidates.items())[:MAX_SKILLS]:
-        loaded = _load_one(name, file, skill_folder, shown, root)
+            candidates[name] = (entry.path, False, f"skills/{entry.name}", entry.is_symlink())
+    skills: dict[str, Skill] = {}
+    for name, (path, is_folder, shown, linked) in list(candidates.items())[:MAX_SKILLS]:
+        loaded = _load_one(name, path, is_folder, shown, linked, root)
         if isinstance(loaded, Skill):
             skills[name] = loaded
         else:
@@ -265,36 +270,42 @@ def load_skills(team_name: str) -> SkillCatalog:
 
 
 def _load_one(
-    name: str, file: Path, folder: Path | None, shown: str, root: Path
+    name: str, path: str, is_folder: bool, shown: str, linked: bool, root: str
 ) -> Skill | SkillProblem:
-    real = Path(os.path.realpath(file))
-    if not (real.is_relative_to(root) and (folder is None or _inside(folder, root))):
-        return SkillProblem(name, shown, "it leads outside the team's workspace (a symlink)")
-    if not NAME_PATTERN.match(name) or len(name) > MAX_NAME_CHARS:
-        return SkillProblem(
-            name,
-            shown,
-            f"`{name}` is not a valid skill name: lowercase letters, digits and single hyphens, "
-            f"at most {MAX_NAME_CHARS} characters",
-        )
+    outside = SkillProblem(name, shown, "it leads outside the team's workspace (a symlink)")
+    folder = os.path.realpath(path) if is_folder and linked else path if is_folder else None
+    if folder is not None and (not _within(folder, root) or folder == root):
+        return outside
+    file = f"{folder}/{SKILL_FILE}" if folder is not None else path
     try:
-        stat = real.stat()
+        stat = os.lstat(file)
+        if S_ISLNK(stat.st_mode) or (linked and folder is None):
+            file = os.path.realpath(file)
+            if not _within(file, root):
+                return outside
+            stat = os.stat(file)
     except OSError:
         return SkillProblem(name, shown, f"the folder has no {SKILL_FILE}")
+    if not S_ISREG(stat.st_mode):
+        return SkillProblem(name, shown, "not a regular file")
     if stat.st_size > MAX_FILE_BYTES:
         return SkillProblem(name, shown, f"the file is {stat.st_size} bytes, over {MAX_FILE_BYTES}")
-    key = (stat.st_mtime_ns, stat.st_size, stat.st_ino, str(folder))
+    key = (stat.st_mtime_ns, stat.st_size, stat.st_ino, folder)
     with _cache_lock:
-        cached = _cache.get(str(real))
+        cached = _cache.get(file)
     if cached is not None and cached[0] == key:
         return cached[1]
+    loaded: Skill | SkillProblem
     try:
-        text = real.read_bytes().decode("utf-8")
-        loaded: Skill | SkillProblem = parse_skill(
-            text,
-            name=name,
-            path=shown,
-            folder=Path(os.path.realpath(folder)) if folder is not None else None,
+        if not NAME_PATTERN.match(name) or len(name) > MAX_NAME_CHARS:
+            raise SkillInvalid(
+                f"`{name}` is not a valid skill name: lowercase letters, digits and single "
+                f"hyphens, at most {MAX_NAME_CHARS} characters"
+            )
+        with open(file, "rb") as handle:
+            text = handle.read(MAX_FILE_BYTES + 1).decode("utf-8")
+        loaded = parse_skill(
+            text, name=name, path=shown, folder=Path(folder) if folder is not None else None
         )
     except UnicodeDecodeError:
         loaded = SkillProblem(name, shown, "the file is not UTF-8 text")
@@ -303,13 +314,12 @@ def _load_one(
     except SkillInvalid as exc:
         loaded = SkillProblem(name, shown, exc.message)
     with _cache_lock:
-        _cache[str(real)] = (key, loaded)
+        _cache[file] = (key, loaded)
     return loaded
 
 
-def _inside(folder: Path, root: Path) -> bool:
-    real = Path(os.path.realpath(folder))
-    return real != root and real.is_relative_to(root)
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def load_skill(team_name: str, name: str) -> Skill:
@@ -388,10 +398,11 @@ def skills_index_section(ctx: PromptContext) -> str:
         "`list_skill_files`, `read_skill_file` and `run_skill_script` reach its other files.",
         "",
     ]
-    lines += [f"- {s.name} — {scrub(s.description)}" for s in catalog.skills.values()]
+    lines += [f"- {s.name} — {s.description}" for s in catalog.skills.values()]
     if not catalog.skills:
         lines.append("(no usable skills)")
     if catalog.problems:
         lines += ["", "Skills that could not be loaded (fix the file):"]
-        lines += [f"- {scrub(p.describe())[:MAX_PROBLEM_CHARS]}" for p in catalog.problems]
-    return "\n".join(lines)
+        lines += [f"- {p.describe()[:MAX_PROBLEM_CHARS]}" for p in catalog.problems]
+    # A team may have pasted a secret into a description: scrubbed once, for the whole index.
+    return scrub("\n".join(lines))

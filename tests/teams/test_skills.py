@@ -122,6 +122,13 @@ def test_a_broken_skill_is_reported_and_the_others_still_load(ops, kwargs, error
     assert "- good — Weekly disk report" in system_prompt(ops)
 
 
+def test_a_skill_name_outside_the_agent_skills_rules_is_refused(ops):
+    write_skill("ops", "Disk_Report")
+    (problem,) = load_skills("ops").problems
+    assert problem.path == "skills/Disk_Report/SKILL.md"
+    assert "`Disk_Report` is not a valid skill name" in problem.error
+
+
 def test_plugin_and_mcp_tools_count_as_known_required_tools(ops):
     write_skill("ops", "crm", body="## Required Tools\n- plugin__crm_lookup\n- mcp__github__pr\n")
     assert load_skill("ops", "crm").required_tools == ("plugin__crm_lookup", "mcp__github__pr")
