@@ -290,7 +290,7 @@ def _load_one(
         return SkillProblem(name, shown, "not a regular file")
     if stat.st_size > MAX_FILE_BYTES:
         return SkillProblem(name, shown, f"the file is {stat.st_size} bytes, over {MAX_FILE_BYTES}")
-    key = (stat.st_mtime_ns, stat.st_size, stat.st_ino, folder)
+    key = (stat.st_mtime_ns, stat.st_size, stat.st_ino, folder, name)
     with _cache_lock:
         cached = _cache.get(file)
     if cached is not None and cached[0] == key:
