@@ -5,6 +5,7 @@ server path; the team's other skills keep working."""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from django.core.management import call_command
@@ -82,3 +83,16 @@ def test_status_names_the_skills_that_do_not_load(ops):
     assert "Skill problems (those skills are not offered):" in text
     assert "ops: skills/broken/SKILL.md: ## Required Tools names unknown tool(s): teleport" in text
     assert "ops: skills/pdf-tools/SKILL.md: warning: no Purpose" in text
+
+
+def test_the_tool_verb_activates_a_skill_as_the_team(ops):
+    out = io.StringIO()
+    call_command("openhive", "tool", "ops", "activate_skill", '{"name": "disk-report"}', stdout=out)
+    result = json.loads(out.getvalue())
+    assert result["success"] and result["skill"] == "disk-report"
+    assert "Write the weekly disk report" in result["instructions"]
+    out = io.StringIO()
+    with pytest.raises(SystemExit) as exit_:
+        call_command("openhive", "tool", "ops", "activate_skill", '{"name": "broken"}', stdout=out)
+    assert exit_.value.code == 1
+    assert json.loads(out.getvalue())["code"] == "SKILL_INVALID"
