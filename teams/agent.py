@@ -15,6 +15,7 @@ from .config import load_team_config
 from .models import Team
 from .prompt import INBOX, TOOL_NAMES, build_system_prompt
 from .services import teammessages_take_unread
+from .skills import load_skill
 
 
 def agent_spec_for(
@@ -25,6 +26,7 @@ def agent_spec_for(
     max_turns: int | None = None,
     timeout_seconds: float | None = None,
     inbox: list | None = None,
+    skills: Iterable[str] = (),
 ) -> AgentSpec:
     """The spec of one session of `team`. Building it starts the session: unread messages from
     other teams are taken from the inbox here (once), and shown in this prompt (a replay passes
@@ -34,6 +36,13 @@ def agent_spec_for(
     if inbox is None:
         inbox = teammessages_take_unread(team=team) if team.pk is not None else []
     tools = team_tools(team, config.allowed_tools, only=only_tools)
+    # Skills given with the work (a trigger's `skill`) bring their required tools from the start,
+    # as activating them would.
+    required = [t for name in skills for t in load_skill(team.name, name).required_tools]
+    if required:
+        offered = {spec.name for spec in tools}
+        extra = team_tools(team, config.allowed_tools, only=required)
+        tools = sorted([*tools, *(s for s in extra if s.name not in offered)], key=lambda s: s.name)
     prompt = build_system_prompt(
         team,
         topic_name=topic_name,
@@ -70,17 +79,20 @@ def run_team_session(
     stream: bool = False,
     origin: dict | None = None,
     trigger_window: TriggerWindow | None = None,
+    skills: Iterable[str] = (),
 ) -> SessionOutcome:
     """`origin` is what the queue kept of the session that asked for this work
     (`parent_session_id`, `parent_task_id`, `trace`)."""
     origin = origin or {}
     only_tools = list(only_tools) if only_tools is not None else None
+    skills = list(skills)
     spec_options = {
         k: v
         for k, v in {
             "only_tools": sorted(only_tools) if only_tools is not None else None,
             "topic_name": topic_name,
             "max_turns": max_turns,
+            "skills": skills or None,
         }.items()
         if v is not None
     }
@@ -110,5 +122,6 @@ def run_team_session(
             topic_name=topic_name,
             max_turns=max_turns,
             timeout_seconds=timeout_seconds,
+            skills=skills,
         ),
     )

@@ -113,3 +113,7 @@ def inbox_section(ctx: PromptContext) -> str:
             f"- [{label} from {relation} team `{m.sender.name}`, {stamp}]{reason} {content}"
         )
     return "\n".join(lines)
+
+
+# The skills index is a section of this prompt too; it lives beside the skill loader.
+from . import skills as _skills  # noqa: E402, F401
