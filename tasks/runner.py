@@ -167,6 +167,8 @@ def _execute(task: Task, worker: str) -> tuple[str, str, str]:
         timeout_seconds=settings.TASK_TIMEOUT_SECONDS,
         origin={**task.options, "trace": getattr(task, "claim_trace", None) or {}},
         trigger_window=trigger_window_of(task),
+        # A trigger that names a subagent runs it directly: no orchestrator call decides.
+        subagent=str(task.options.get("subagent") or "") or None,
     )
     if outcome.transient:
         return _provider_down(task, worker, outcome)

@@ -33,6 +33,8 @@ def spec_for(session: Session) -> AgentSpec:
         topic_name=options.get("topic_name"),
         max_turns=options.get("max_turns"),
         inbox=teammessages_shown_at(team=session.team, started_at=session.started_at),
+        subagent=options.get("subagent"),
+        depth=options.get("depth") or 0,
     )
 
 
