@@ -20,6 +20,7 @@ from openhive.engine.models import Session
 from openhive.engine.spec import SessionOutcome, outcome_text
 from teams.agent import run_team_session
 from teams.skills import SkillInvalid, SkillNotFound, with_skill
+from teams.subagents import load_subagents
 
 from .models import Task
 from .services import (
@@ -173,9 +174,16 @@ def _execute(task: Task, worker: str) -> tuple[str, str, str]:
         origin={**task.options, "trace": getattr(task, "claim_trace", None) or {}},
         trigger_window=trigger_window_of(task),
         skills=skills,
+        # A trigger that names a subagent runs it directly: no orchestrator call decides.
+        subagent=str(task.options.get("subagent") or "") or None,
     )
     if outcome.transient:
         return _provider_down(task, worker, outcome)
+    if outcome.ok and task.type == Task.Type.BOOTSTRAP:
+        problems = bootstrap_problems(task.team)
+        if problems:
+            text = "The bootstrap left files that cannot be used: " + "; ".join(problems)
+            return Task.Status.FAILED, text, outcome.stop_reason
     status = Task.Status.DONE if outcome.ok else Task.Status.FAILED
     return status, outcome_text(outcome), outcome.stop_reason
 
@@ -187,6 +195,13 @@ def task_content(task: Task) -> tuple[str, list[str]]:
     if not isinstance(skill, str) or not skill:
         return task.text, []
     return with_skill(task.team.name, skill, task.text), [skill]
+
+
+def bootstrap_problems(team) -> list[str]:
+    """What makes a finished bootstrap unusable, checked in code rather than trusted to the
+    model: a subagent file that does not load would silently never run."""
+    _found, problems = load_subagents(team.name)
+    return problems
 
 
 def _provider_down(task: Task, worker: str, outcome: SessionOutcome) -> tuple[str, str, str]:

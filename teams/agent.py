@@ -1,21 +1,34 @@
 """A team as an agent: the spec its sessions run (its rule cascade, the tools its allowlist
-admits, its provider profile and limits), and the one way to run a session of a team."""
+admits, its provider profile and limits), and the one way to run a session of a team, as its
+orchestrator or as one of its subagents (`teams.subagents`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 
-from openhive.core.registry import team_tools
+from openhive.core.registry import ToolSpec, team_tools
 from openhive.engine.budgets import TriggerWindow
+from openhive.engine.models import Session
 from openhive.engine.providers import resolve_profile
 from openhive.engine.session import run_session
 from openhive.engine.spec import AgentSpec, EventSink, SessionOutcome, SessionRequest
 
 from .config import load_team_config
-from .models import Team
-from .prompt import INBOX, TOOL_NAMES, build_system_prompt
+from .models import MAIN_TEAM, Team
+from .prompt import ACTIVE_SUBAGENT, INBOX, SUBAGENTS, TOOL_NAMES, build_system_prompt
 from .services import teammessages_take_unread
 from .skills import load_skill
+from .subagents import (
+    MAX_DEPTH,
+    RUN_SUBAGENT,
+    Subagent,
+    load_subagent,
+    load_subagents,
+    unmatched_tools,
+)
+
+logger = logging.getLogger(__name__)
 
 
 def agent_spec_for(
@@ -27,13 +40,25 @@ def agent_spec_for(
     timeout_seconds: float | None = None,
     inbox: list | None = None,
     skills: Iterable[str] = (),
+    subagent: str | None = None,
+    depth: int = 0,
 ) -> AgentSpec:
     """The spec of one session of `team`. Building it starts the session: unread messages from
     other teams are taken from the inbox here (once), and shown in this prompt (a replay passes
-    the messages the recorded session was shown instead)."""
+    the messages the recorded session was shown instead).
+
+    With `subagent`, the session runs as that subagent at nesting `depth` (1 for the one an
+    orchestrator or a trigger starts): its identity replaces the orchestrator's role, its tools
+    are the team's allowlist narrowed by the subagent's `tools`, its profile its own if it
+    names one. The inbox stays with the orchestrator."""
     config = load_team_config(team.name)
-    profile = resolve_profile(config.provider_profile)
-    if inbox is None:
+    active = load_subagent(team.name, subagent) if subagent else None
+    profile = resolve_profile(
+        active.provider_profile if active and active.provider_profile else config.provider_profile
+    )
+    if active is not None:
+        inbox = []
+    elif inbox is None:
         inbox = teammessages_take_unread(team=team) if team.pk is not None else []
     tools = team_tools(team, config.allowed_tools, only=only_tools)
     # Skills given with the work (a trigger's `skill`) bring their required tools from the start,
@@ -43,14 +68,28 @@ def agent_spec_for(
         offered = {spec.name for spec in tools}
         extra = team_tools(team, config.allowed_tools, only=required)
         tools = sorted([*tools, *(s for s in extra if s.name not in offered)], key=lambda s: s.name)
+    if active is not None:
+        tools = _narrowed(team, active, tools)
+    available: list[Subagent] = []
+    if any(spec.name == RUN_SUBAGENT for spec in tools):
+        available = _runnable_subagents(team, depth, active)
+        if not available:
+            tools = [spec for spec in tools if spec.name != RUN_SUBAGENT]
     prompt = build_system_prompt(
         team,
         topic_name=topic_name,
-        data={INBOX: inbox, TOOL_NAMES: [spec.name for spec in tools]},
+        data={
+            INBOX: inbox,
+            TOOL_NAMES: [spec.name for spec in tools],
+            SUBAGENTS: available,
+            ACTIVE_SUBAGENT: active,
+        },
+        subagent=active,
     )
     return AgentSpec(
         team=team,
-        name=team.name,
+        # The scripted provider's `when: {team: ...}` and the tools' actor see `ops/writer`.
+        name=f"{team.name}/{active.name}" if active else team.name,
         system_messages=tuple(prompt.messages(cache_hint=profile.model.startswith("anthropic/"))),
         tools=tuple(tools),
         profile=profile,
@@ -58,6 +97,32 @@ def agent_spec_for(
         timeout_seconds=timeout_seconds,
         budgets=config.budgets if config.budgets.any() else None,
     )
+
+
+def _narrowed(team: Team, active: Subagent, tools: list[ToolSpec]) -> list[ToolSpec]:
+    """The team's allowlist ∩ the subagent's `tools`: an entry naming a tool the team may not
+    use is not offered, and the log says so."""
+    if active.tools is None:
+        return tools
+    missing = unmatched_tools(active, [spec.name for spec in tools])
+    if missing:
+        logger.warning(
+            "team %s: subagent %s lists tools the team's allowlist does not offer (not "
+            "offered): %s",
+            team.name,
+            active.name,
+            ", ".join(missing),
+        )
+    return [spec for spec in tools if active.admits(spec.name)]
+
+
+def _runnable_subagents(team: Team, depth: int, active: Subagent | None) -> list[Subagent]:
+    """Whom this session may start: nobody for the main agent or at the depth cap; never
+    the subagent itself (a loop that only burns turns)."""
+    if team.name == MAIN_TEAM or depth >= MAX_DEPTH:
+        return []
+    found, _problems = load_subagents(team.name)
+    return [s for s in found if active is None or s.name != active.name]
 
 
 def run_team_session(
@@ -80,9 +145,12 @@ def run_team_session(
     origin: dict | None = None,
     trigger_window: TriggerWindow | None = None,
     skills: Iterable[str] = (),
+    subagent: str | None = None,
+    depth: int = 1,
 ) -> SessionOutcome:
     """`origin` is what the queue kept of the session that asked for this work
-    (`parent_session_id`, `parent_task_id`, `trace`)."""
+    (`parent_session_id`, `parent_task_id`, `trace`). With `subagent` the session runs as
+    that subagent (kind `subagent`) at nesting `depth`."""
     origin = origin or {}
     only_tools = list(only_tools) if only_tools is not None else None
     skills = list(skills)
@@ -93,13 +161,15 @@ def run_team_session(
             "topic_name": topic_name,
             "max_turns": max_turns,
             "skills": skills or None,
+            "subagent": subagent or None,
+            "depth": depth if subagent else None,
         }.items()
         if v is not None
     }
     request = SessionRequest(
         team_id=team.pk,
         content=content,
-        kind=kind,
+        kind=Session.Kind.SUBAGENT if subagent else kind,
         task_id=task_id,
         topic_id=topic_id,
         history=list(history or []),
@@ -123,5 +193,7 @@ def run_team_session(
             max_turns=max_turns,
             timeout_seconds=timeout_seconds,
             skills=skills,
+            subagent=subagent,
+            depth=depth if subagent else 0,
         ),
     )

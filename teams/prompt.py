@@ -13,6 +13,7 @@ from openhive.core.prompt_sections import PromptContext, prompt_section, registe
 from openhive.core.scrubbing import scrub
 
 from .models import MAIN_TEAM, Team, TeamMessage
+from .subagents import RUN_SUBAGENT, Subagent
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,15 @@ def ancestors(team: Team) -> list[Team]:
 
 
 def build_system_prompt(
-    team: Team, *, topic_name: str | None = None, data: dict[str, Any] | None = None
+    team: Team,
+    *,
+    topic_name: str | None = None,
+    data: dict[str, Any] | None = None,
+    subagent: Subagent | None = None,
 ) -> SystemPrompt:
-    """Pure: reads rules and the data the session start loaded (`data`, by section name)."""
+    """Pure: reads rules and the data the session start loaded (`data`, by section name).
+    A subagent's session gets its identity (the file's body) in place of the orchestrator's
+    role, then the same cascade and sections."""
     static = "\n\n".join(
         part
         for part in (
@@ -70,11 +77,18 @@ def build_system_prompt(
         if part
     )
     role = "main.md" if team.name == MAIN_TEAM else "team.md"
+    identity = f"You are the team `{team.name}`."
+    described = f" Description: {team.description}" if team.description else ""
+    if subagent is not None:
+        role = "subagent.md"
+        identity = f"You are `{subagent.name}`, a subagent of the team `{team.name}`."
+        described = f" The team's description: {team.description}" if team.description else ""
     dynamic_parts = [
-        f"You are the team `{team.name}`."
-        + (f" Description: {team.description}" if team.description else ""),
+        identity + described,
         (paths.system_rules_dir() / "roles" / role).read_text().strip(),
     ]
+    if subagent is not None:
+        dynamic_parts.append(_section(f"Subagent: {subagent.name}", [subagent.body]))
     for node in [*ancestors(team), team]:
         dynamic_parts.append(
             _section(f"Org Rules: {node.name}", load_rules(paths.team_dir(node.name) / "org-rules"))
@@ -94,6 +108,9 @@ def build_system_prompt(
 INBOX = "team-inbox"
 # The names of the tools this session is offered (prompt sections describe only those).
 TOOL_NAMES = "tool-names"
+# The subagents this session may run (loaded at its start), and the one it runs as, if any.
+SUBAGENTS = "subagents"
+ACTIVE_SUBAGENT = "active-subagent"
 
 
 @prompt_section(INBOX, order=10)
@@ -112,6 +129,27 @@ def inbox_section(ctx: PromptContext) -> str:
         lines.append(
             f"- [{label} from {relation} team `{m.sender.name}`, {stamp}]{reason} {content}"
         )
+    return "\n".join(lines)
+
+
+@prompt_section(SUBAGENTS, order=45)
+def subagents_section(ctx: PromptContext) -> str:
+    """The subagents this session may hand work to: only where `run_subagent` is offered (never
+    the main agent, never at the depth cap)."""
+    if RUN_SUBAGENT not in (ctx.data.get(TOOL_NAMES) or ()):
+        return ""
+    found: list[Subagent] = ctx.data.get(SUBAGENTS) or []
+    if not found:
+        return ""
+    lines = [
+        "## Your subagents",
+        "",
+        f"Hand each piece of work to the subagent that fits it with `{RUN_SUBAGENT}(name, task)`."
+        " It works in a session of its own and sees only the task text you give it, so make "
+        "that text self-contained; you get back its final answer.",
+        "",
+    ]
+    lines += [f"- `{s.name}` — {s.description}" for s in found]
     return "\n".join(lines)
 
 

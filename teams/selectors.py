@@ -110,3 +110,26 @@ def team_budgets(*, name: str) -> dict:
         return load_team_config(name).budgets.model_dump(exclude_none=True)
     except Exception:  # a broken config shows as no budget here; the session says why
         return {}
+
+
+def subagent_depth_of(*, session_id: int | None) -> int:
+    """How deep in subagents a session runs: 0 for a team's own session, else the depth its
+    spec options recorded (1 for the subagent an orchestrator or a trigger started)."""
+    from openhive.engine.models import Session
+
+    if session_id is None:
+        return 0
+    row = Session.objects.filter(pk=session_id).values("kind", "spec_options").first()
+    if row is None or row["kind"] != Session.Kind.SUBAGENT:
+        return 0
+    depth = (row["spec_options"] or {}).get("depth")
+    return depth if isinstance(depth, int) and depth > 0 else 1
+
+
+def task_is_running(*, task_id: int) -> bool:
+    """Whether a task is still running: a subagent's session stops with the task it serves.
+    Read through the session's link to the queue, so this app does not import it."""
+    from openhive.engine.models import Session
+
+    tasks = Session._meta.get_field("task").related_model
+    return tasks.objects.filter(pk=task_id, status="running").exists()

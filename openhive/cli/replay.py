@@ -34,6 +34,8 @@ def spec_for(session: Session) -> AgentSpec:
         max_turns=options.get("max_turns"),
         skills=options.get("skills") or (),
         inbox=teammessages_shown_at(team=session.team, started_at=session.started_at),
+        subagent=options.get("subagent"),
+        depth=options.get("depth") or 0,
     )
 
 

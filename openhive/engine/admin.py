@@ -40,6 +40,7 @@ class SessionAdmin(ReadOnlyAdmin):
         "id",
         "team",
         "kind",
+        "agent_name",
         "stop_reason",
         "turns",
         "tokens",
@@ -48,13 +49,14 @@ class SessionAdmin(ReadOnlyAdmin):
     )
     list_filter = ("kind", "stop_reason", "team")
     list_select_related = ("team",)
-    search_fields = ("team__name", "model", "provider_profile")
+    search_fields = ("team__name", "agent_name", "model", "provider_profile")
     date_hierarchy = "started_at"
     fields = (
         "team",
         "task",
         "topic",
         "kind",
+        "agent_name",
         "model",
         "provider_profile",
         "stop_reason",

@@ -11,6 +11,9 @@ class Session(models.Model):
         TASK = "task"
         CHAT = "chat"
         QUERY = "query"
+        # A child session run for one of a team's subagents (by `run_subagent`, or directly
+        # by a trigger that names the subagent).
+        SUBAGENT = "subagent"
 
     class StopReason(models.TextChoices):
         COMPLETED = "completed"
@@ -48,6 +51,8 @@ class Session(models.Model):
     # to build the same spec again.
     spec_options = models.JSONField(default=dict, blank=True)
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TASK)
+    # The subagent this session ran as (`subagents/{agent_name}.md`); empty for the team itself.
+    agent_name = models.CharField(max_length=100, blank=True, default="", db_index=True)
     model = models.CharField(max_length=200, blank=True, default="")
     provider_profile = models.CharField(max_length=100, blank=True, default="")
     stop_reason = models.CharField(max_length=20, choices=StopReason.choices, blank=True)

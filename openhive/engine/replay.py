@@ -47,6 +47,7 @@ WORLD_TOOLS = (
     "run_skill_script",
     "query_team",
     "query_teams",
+    "run_subagent",
 )
 DIFF_LINES = 24
 SpecFor = Callable[[Session], AgentSpec]

@@ -68,6 +68,9 @@ def session_open(
         parent_task_id=parent_task_id,
         trace_id=trace_id,
         spec_options=spec_options or {},
+        # A subagent's session says which one it ran as: the spec options name it (what a
+        # replay needs to build the same agent again), the column lets the admin show it.
+        agent_name=str((spec_options or {}).get("subagent") or "")[:100],
     )
 
 

@@ -4,6 +4,7 @@ workspace removed). The tools, the REST API, the admin and the CLI all come here
 
 from __future__ import annotations
 
+import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,13 +15,19 @@ from pydantic import ValidationError
 
 from openhive.core import paths
 from openhive.core.errors import Conflict, DomainError
+from openhive.core.registry import team_tools
 from openhive.core.scrubbing import Scrubber, scrub
 from tasks.models import Task
 from tasks.services import task_cancel, task_enqueue
 from teams.config import TeamConfig, default_config, write_team_config
 from teams.models import MAIN_TEAM, ScopeKeyword, Team
 from teams.services import team_workspace_scaffold, validate_team_name
+from teams.subagents import load_subagents
+from triggers.models import TriggerConfig
+from triggers.services import trigger_create
 from vault.services import vault_store_secret
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -149,12 +156,125 @@ def _config_from_file(path: str, *, name: str, parent: str, description: str) ->
 
 
 def bootstrap_text(team: Team) -> str:
-    return (
-        f"Bootstrap this team ({team.name}). "
-        + (f"Its purpose: {team.description}. " if team.description else "")
-        + "Read your team rules and context, decide how you will work within your scope, and "
-        "reply with a short summary of what this team is ready to do."
+    """The bootstrap task: the team builds itself from its context. Learning and reflection
+    triggers per subagent are seeded by the system once the bootstrap succeeds
+    (`team_bootstrap_record`), not left to the model."""
+    purpose = f" Its purpose: {team.description}." if team.description else ""
+    return f"""Bootstrap this team ({team.name}).{purpose}
+
+Build the team that will do this work, with your tools, in this order:
+1. Read your context: your team rules and `team-context.md` are in this prompt; call
+   `vault_list` to see which credentials and state keys you have (`vault_get` reads one
+   when a step needs it; never copy a secret value into a file, memory or reply).
+2. Save who you are: `memory_save` with key `identity`, type `identity`, a few sentences on
+   what this team does, for whom, and what it watches.
+3. Write your subagents (who does the work), one file each with `write_file`:
+   `subagents/<name>.md` (a lowercase slug), starting with a front matter block:
+       ---
+       description: one line saying what this subagent does
+       tools: [read_file, web_fetch]   # optional: only these of your tools
+       ---
+   then its identity and boundaries in markdown. You will hand every piece of work to one of
+   them with `run_subagent`, so cover your whole scope.
+4. Write the skills they need (how to do things): `skills/<name>/SKILL.md` with a front matter
+   block of `name` and `description`, then the procedure step by step.
+5. If a skill needs a tool you do not have, register a plugin with `register_plugin_tool`
+   (one Python module with DESCRIPTION, PARAMETERS and run(args)); it is offered as
+   `plugin__<name>`.
+6. Triggers are not yours to create (your parent manages them): a learning and a reflection
+   trigger per subagent are created for you, pending, when the bootstrap succeeds.
+If files from an earlier attempt exist, read them and fix what is wrong rather than start over.
+Finish with a short summary for the person who asked for this team: what it is ready to do."""
+
+
+# Per-subagent learning and reflection cycles (ADR-35/40): seeded pending, so nothing fires
+# until the learning cycle and its readiness gates exist and an operator enables them.
+CYCLES = (
+    (
+        "learning-cycle",
+        2,
+        100,
+        "Run a learning cycle for your work as {subagent}: review recent interactions, extract "
+        "patterns, and update memory.",
+    ),
+    (
+        "reflection-cycle",
+        3,
+        30,
+        "Run a reflection cycle for your work as {subagent}: review task outcomes and improve.",
+    ),
+)
+
+
+def _cycle_minute(team_name: str) -> int:
+    """Teams' cycles are spread over the hour, the same minute for every subagent of a team."""
+    return sum(team_name.encode()) % 31
+
+
+@dataclass
+class BootstrapRecord:
+    subagents: list[str]
+    skills: list[str]
+    plugins: list[str]
+    memories: list[str]
+    triggers: list[str]
+    seeded: list[str]
+
+    def summary(self) -> str:
+        def part(label: str, names: list[str]) -> str:
+            return f"{label}: {', '.join(names) if names else 'none'}"
+
+        return "Built: " + "; ".join(
+            [
+                part("subagents", self.subagents),
+                part("skills", self.skills),
+                part("plugins", self.plugins),
+                part("memories", self.memories),
+                part("triggers", self.triggers),
+            ]
+        )
+
+
+@transaction.atomic
+def team_bootstrap_record(*, team: Team) -> BootstrapRecord:
+    """After a successful bootstrap: seed the learning and reflection triggers of every valid
+    subagent (pending; skipped when the name exists already), and say what the team was built
+    with. Idempotent."""
+    subagents, _problems = load_subagents(team.name)
+    minute = _cycle_minute(team.name)
+    seeded: list[str] = []
+    existing = set(TriggerConfig.objects.filter(team=team).values_list("name", flat=True))
+    for subagent in subagents:
+        for prefix, hour, max_turns, text in CYCLES:
+            name = f"{prefix}-{subagent.name}"
+            if name in existing:
+                continue
+            try:
+                trigger_create(
+                    team=team,
+                    name=name,
+                    type=TriggerConfig.Type.SCHEDULE,
+                    config={"cron": f"{minute} {hour} * * *"},
+                    task=text.format(subagent=subagent.name),
+                    subagent=subagent.name,
+                    max_turns=max_turns,
+                    overlap_policy=TriggerConfig.OverlapPolicy.ALWAYS_SKIP,
+                )
+            except DomainError as exc:  # one refused trigger must not undo the bootstrap
+                logger.warning("team %s: trigger %s not seeded: %s", team.name, name, exc)
+                continue
+            seeded.append(name)
+    skills_dir = paths.team_dir(team.name) / "skills"
+    record = BootstrapRecord(
+        subagents=[s.name for s in subagents],
+        skills=sorted(p.parent.name for p in skills_dir.glob("*/SKILL.md") if p.is_file()),
+        plugins=[spec.name for spec in team_tools(team, ["plugin__*"])],
+        memories=sorted(team.memories.filter(active=True).values_list("key", flat=True)),
+        triggers=sorted(TriggerConfig.objects.filter(team=team).values_list("name", flat=True)),
+        seeded=seeded,
     )
+    logger.info("team %s bootstrapped. %s", team.name, record.summary())
+    return record
 
 
 def team_shutdown(*, team: Team, cascade: bool = False) -> list[str]:

@@ -127,6 +127,15 @@ def task_finish(
     return task
 
 
+@transaction.atomic
+def task_note_result(*, task: Task, note: str) -> None:
+    """Add a paragraph to a finished task's result (what a bootstrap built): the result stays
+    one text for every door that shows it."""
+    text = f"{task.result.rstrip()}\n\n{note}" if task.result.strip() else note
+    task.result = scrub(text)[:RESULT_LIMIT]
+    Task.objects.filter(pk=task.pk).update(result=task.result)
+
+
 def tasks_forget_queued_by(*, session_id: int) -> int:
     """Delete the tasks a session queued. Only for a replay of that session, inside its
     rolled-back transaction: the replay then meets the queue as the session did."""

@@ -56,7 +56,8 @@ def test_bootstrap_task_marks_the_team_ready(ops, scripted_provider):
     Task.objects.filter(pk=task.pk).update(source_channel="web:alice")
     assert run_task(task.pk) == "done"
     assert Team.objects.get(pk=ops.pk).bootstrapped is True
-    assert reload(task).result == "Ready for ops work."
+    result = reload(task).result
+    assert result.startswith("Ready for ops work.\n\nBuilt: subagents: none; skills: none")
     assert OutboxMessage.objects.get().content == "[ops] Team bootstrapped and ready."
 
 

@@ -38,12 +38,10 @@ def correlation(trigger: TriggerConfig, event_key: str) -> str:
 
 def task_text(trigger: TriggerConfig, context: str = "") -> str:
     lines = [f"[trigger {trigger.name} ({trigger.type})]"]
-    if trigger.subagent:
-        # Routed straight to the named subagent: the orchestrator does not choose.
-        target = f"Hand this to your subagent `{trigger.subagent}`"
-        if trigger.skill:
-            target += f", which should use its skill `{trigger.skill}`"
-        lines.append(target + ".")
+    # A named subagent runs this task itself (the runner routes on the task's options), so
+    # the text carries no routing sentence for an orchestrator to follow or ignore.
+    if trigger.subagent and trigger.skill:
+        lines.append(f"Use your skill `{trigger.skill}`.")
     lines.append(trigger.task)
     if context:
         lines.append(context)
