@@ -215,3 +215,17 @@ def test_the_admin_shows_source_hash_and_state_and_runs_the_actions(admin_client
     added.refresh_from_db()
     assert added.status == "removed"
     assert "plugin__add" in admin_client.get(url + "?status=removed").content.decode()
+
+
+def test_the_prompt_explains_register_plugin_tool_when_it_is_offered(ops):
+    from openhive.core.prompt_sections import PromptContext
+    from openhive.tools.prompt import workspace_tools_section
+    from teams.prompt import TOOL_NAMES
+
+    section = workspace_tools_section(
+        PromptContext(team=ops, data={TOOL_NAMES: ["register_plugin_tool"]})
+    )
+    assert "plugin__<name>" in section and "standard library only" in section
+    assert "register_plugin_tool" not in workspace_tools_section(
+        PromptContext(team=ops, data={TOOL_NAMES: ["bash"]})
+    )
