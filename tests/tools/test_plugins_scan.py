@@ -51,6 +51,8 @@ FORBIDDEN = [
     ("getattr dunder", "v = getattr(x, '__class__')"),
     ("setattr module", "import json; setattr(json, 'loads', None)"),
     ("format dunder", "v = '{0.__class__}'.format(x)"),
+    ("dunder string", "import operator; g = operator.attrgetter('__globals__')"),
+    ("webbrowser", "import webbrowser"),
     ("os.environ", "import os; k = os.environ['KEY']"),
     ("os.getenv", "import os; k = os.getenv('KEY')"),
     ("from os import environ", "from os import environ"),
@@ -132,6 +134,10 @@ HARMLESS = textwrap.dedent(
             "query": urllib.parse.urlencode({"q": name}),
             "file": out,
         }
+
+
+    if __name__ == "__main__":
+        print(run({"path": "sample.csv"}))
     '''
 ).lstrip()
 
