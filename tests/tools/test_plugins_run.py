@@ -229,3 +229,40 @@ def test_the_prompt_explains_register_plugin_tool_when_it_is_offered(ops):
     assert "register_plugin_tool" not in workspace_tools_section(
         PromptContext(team=ops, data={TOOL_NAMES: ["bash"]})
     )
+
+
+def test_results_come_back_exactly_whatever_they_hold(ops):
+    body = """
+    return {
+        "text": 'quote " backslash \\\\ newline \\n tab \\t bell \\x07 é 漢 🐝',
+        "numbers": [0, -1, 2**70, 1.5, -0.0, 1e-300, True, False, None],
+        "nested": {"a": [{"b": []}, {}], 1: "int key", None: "none key"},
+        "tuple": (1, 2),
+        "args": args,
+    }
+    """
+    assert register(ops, "echo", plugin(body, parameters='{"type": "object"}'))["success"]
+    sent = {"x": ["ü", {"y": 1.25}], "z": "\\u0000 and \\u001f"}
+    result = call_as(ops, "plugin__echo", **sent)
+    assert result["success"], result
+    value = result["result"]
+    assert value["text"] == 'quote " backslash \\ newline \n tab \t bell \x07 é 漢 🐝'
+    assert value["numbers"] == [0, -1, 2**70, 1.5, -0.0, 1e-300, True, False, None]
+    assert value["nested"] == {"a": [{"b": []}, {}], "1": "int key", "null": "none key"}
+    assert value["tuple"] == [1, 2] and value["args"] == sent
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ("return {1, 2}", "Object of type set is not JSON serializable"),
+        ("return {(1, 2): 'tuple key'}", "keys must be str"),
+        ("value = []\nvalue.append(value)\nreturn value", "nested too deeply"),
+        ("return float('inf')", "not JSON compliant"),
+    ],
+)
+def test_a_result_json_cannot_hold_is_refused(ops, body, words):
+    assert register(ops, "odd", plugin(body))["success"]
+    result = call_as(ops, "plugin__odd")
+    assert result["success"] is False and result["code"] == "PLUGIN_BAD_RESULT", result
+    assert words in result["error"]
