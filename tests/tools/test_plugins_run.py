@@ -42,6 +42,7 @@ def test_a_plugin_call_runs_in_the_sandbox_and_is_audited_with_its_hash(ops, add
     assert result["success"], result
     assert result["result"] == {"sum": 42, "pi": 3.14}
     assert result["code_sha256"] == DIGEST and result["plugin"] == "plugin__add"
+    assert result["sandboxed"] is True
     assert "thinking out loud" in result["stderr"]  # printed text never mixes into the result
     audit = ToolCall.objects.get(tool="plugin__add")
     assert audit.success and audit.team_id == ops.pk
@@ -266,3 +267,20 @@ def test_a_result_json_cannot_hold_is_refused(ops, body, words):
     result = call_as(ops, "plugin__odd")
     assert result["success"] is False and result["code"] == "PLUGIN_BAD_RESULT", result
     assert words in result["error"]
+
+
+def test_without_bubblewrap_no_plugin_runs_unless_the_operator_opts_in(
+    ops, added, monkeypatch, settings
+):
+    from openhive.core import sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    result = call_as(ops, "plugin__add", a=1, b=2)
+    assert result["success"] is False and result["code"] == "SANDBOX_UNAVAILABLE"
+    assert "OPENHIVE_ALLOW_UNSANDBOXED" in result["error"]
+    refused = register(ops, "other", ADD)
+    assert refused["code"] == "INVALID_INTERFACE" and "cannot run" in refused["error"]
+    settings.OPENHIVE = {**settings.OPENHIVE, "ALLOW_UNSANDBOXED": True}
+    unconfined = call_as(ops, "plugin__add", a=1, b=2)
+    assert unconfined["success"] and unconfined["result"]["sum"] == 3
+    assert unconfined["sandboxed"] is False

@@ -83,6 +83,7 @@ def call_plugin(tool_name: str, ctx: ToolContext, args: dict) -> dict:
         args=args,
     )
     identity["duration_ms"] = run.duration_ms
+    identity["sandboxed"] = run.sandboxed
     if not run.sandboxed:
         logger.warning("plugin %s of %s ran WITHOUT a sandbox", tool_name, ctx.team.name)
     envelope = run.envelope
