@@ -284,3 +284,15 @@ def test_without_bubblewrap_no_plugin_runs_unless_the_operator_opts_in(
     unconfined = call_as(ops, "plugin__add", a=1, b=2)
     assert unconfined["success"] and unconfined["result"]["sum"] == 3
     assert unconfined["sandboxed"] is False
+
+
+def test_a_symlink_planted_in_plugins_is_not_followed(ops, added, openhive_dirs, admin_client):
+    outside = openhive_dirs / "data" / "copy.py"
+    outside.write_text(ADD)  # the very same bytes, but outside the workspace
+    path = paths.team_dir("ops") / "plugins" / "add.py"
+    path.unlink()
+    path.symlink_to(outside)
+    result = call_as(ops, "plugin__add", a=1, b=2)
+    assert result["success"] is False and result["code"] == "FAILED_VERIFICATION"
+    page = admin_client.get(f"/admin/tools/plugin/{added.pk}/change/").content.decode()
+    assert "the file is not on disk" in page and "thinking out loud" not in page
