@@ -30,7 +30,7 @@ os.environ.pop("DATABASE_URL", None)  # a throwaway SQLite file
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
 GOAL_MS = 25.0
 
-ADD = '''
+ADD = """
 DESCRIPTION = "Add two numbers"
 PARAMETERS = {
     "type": "object",
@@ -41,7 +41,7 @@ PARAMETERS = {
 
 def run(args):
     return {"sum": args["a"] + args["b"]}
-'''
+"""
 
 
 def pct(values: list[float], p: float) -> float:

@@ -42,6 +42,7 @@ def test_a_plugin_call_runs_in_the_sandbox_and_is_audited_with_its_hash(ops, add
     assert result["success"], result
     assert result["result"] == {"sum": 42, "pi": 3.14}
     assert result["code_sha256"] == DIGEST and result["plugin"] == "plugin__add"
+    assert result["sandboxed"] is True
     assert "thinking out loud" in result["stderr"]  # printed text never mixes into the result
     audit = ToolCall.objects.get(tool="plugin__add")
     assert audit.success and audit.team_id == ops.pk
@@ -215,3 +216,83 @@ def test_the_admin_shows_source_hash_and_state_and_runs_the_actions(admin_client
     added.refresh_from_db()
     assert added.status == "removed"
     assert "plugin__add" in admin_client.get(url + "?status=removed").content.decode()
+
+
+def test_the_prompt_explains_register_plugin_tool_when_it_is_offered(ops):
+    from openhive.core.prompt_sections import PromptContext
+    from openhive.tools.prompt import workspace_tools_section
+    from teams.prompt import TOOL_NAMES
+
+    section = workspace_tools_section(
+        PromptContext(team=ops, data={TOOL_NAMES: ["register_plugin_tool"]})
+    )
+    assert "plugin__<name>" in section and "standard library only" in section
+    assert "register_plugin_tool" not in workspace_tools_section(
+        PromptContext(team=ops, data={TOOL_NAMES: ["bash"]})
+    )
+
+
+def test_results_come_back_exactly_whatever_they_hold(ops):
+    body = """
+    return {
+        "text": 'quote " backslash \\\\ newline \\n tab \\t bell \\x07 é 漢 🐝',
+        "numbers": [0, -1, 2**70, 1.5, -0.0, 1e-300, True, False, None],
+        "nested": {"a": [{"b": []}, {}], 1: "int key", None: "none key"},
+        "tuple": (1, 2),
+        "args": args,
+    }
+    """
+    assert register(ops, "echo", plugin(body, parameters='{"type": "object"}'))["success"]
+    sent = {"x": ["ü", {"y": 1.25}], "z": "\\u0000 and \\u001f"}
+    result = call_as(ops, "plugin__echo", **sent)
+    assert result["success"], result
+    value = result["result"]
+    assert value["text"] == 'quote " backslash \\ newline \n tab \t bell \x07 é 漢 🐝'
+    assert value["numbers"] == [0, -1, 2**70, 1.5, -0.0, 1e-300, True, False, None]
+    assert value["nested"] == {"a": [{"b": []}, {}], "1": "int key", "null": "none key"}
+    assert value["tuple"] == [1, 2] and value["args"] == sent
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ("return {1, 2}", "Object of type set is not JSON serializable"),
+        ("return {(1, 2): 'tuple key'}", "keys must be str"),
+        ("value = []\nvalue.append(value)\nreturn value", "nested too deeply"),
+        ("return float('inf')", "not JSON compliant"),
+    ],
+)
+def test_a_result_json_cannot_hold_is_refused(ops, body, words):
+    assert register(ops, "odd", plugin(body))["success"]
+    result = call_as(ops, "plugin__odd")
+    assert result["success"] is False and result["code"] == "PLUGIN_BAD_RESULT", result
+    assert words in result["error"]
+
+
+def test_without_bubblewrap_no_plugin_runs_unless_the_operator_opts_in(
+    ops, added, monkeypatch, settings
+):
+    from openhive.core import sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    result = call_as(ops, "plugin__add", a=1, b=2)
+    assert result["success"] is False and result["code"] == "SANDBOX_UNAVAILABLE"
+    assert "OPENHIVE_ALLOW_UNSANDBOXED" in result["error"]
+    refused = register(ops, "other", ADD)
+    assert refused["code"] == "INVALID_INTERFACE" and "cannot run" in refused["error"]
+    settings.OPENHIVE = {**settings.OPENHIVE, "ALLOW_UNSANDBOXED": True}
+    unconfined = call_as(ops, "plugin__add", a=1, b=2)
+    assert unconfined["success"] and unconfined["result"]["sum"] == 3
+    assert unconfined["sandboxed"] is False
+
+
+def test_a_symlink_planted_in_plugins_is_not_followed(ops, added, openhive_dirs, admin_client):
+    outside = openhive_dirs / "data" / "copy.py"
+    outside.write_text(ADD)  # the very same bytes, but outside the workspace
+    path = paths.team_dir("ops") / "plugins" / "add.py"
+    path.unlink()
+    path.symlink_to(outside)
+    result = call_as(ops, "plugin__add", a=1, b=2)
+    assert result["success"] is False and result["code"] == "FAILED_VERIFICATION"
+    page = admin_client.get(f"/admin/tools/plugin/{added.pk}/change/").content.decode()
+    assert "the file is not on disk" in page and "thinking out loud" not in page

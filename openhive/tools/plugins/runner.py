@@ -1,13 +1,14 @@
 """Plugin code in the sandbox: one bubblewrap subprocess per interface check or call, never
 the worker's process. The stdlib-only harness (`harness.py`) is passed with `-c`; the request
-(mode, name, verified source, arguments) goes as JSON on stdin and one JSON envelope comes
-back on stdout. The workspace is the only writable place (its `plugins/` and `config.yaml`
-read-only), there is no network, the environment is the sandbox's allowlist (no secrets), and
-the run has rlimits, a timeout and an output cap."""
+(mode, name, verified source, arguments) goes on stdin (marshalled: the harness then needs no
+`json` import) and one JSON envelope comes back on stdout. The workspace is the only writable
+place (its `plugins/` and `config.yaml` read-only), there is no network, the environment is
+the sandbox's allowlist (no secrets), and the run has rlimits, a timeout and an output cap."""
 
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import sys
 from dataclasses import dataclass
@@ -84,7 +85,8 @@ def run_in_sandbox(
         [python, "-I", "-S", "-B", "-c", harness_source()],
         workspace=workspace,
         timeout=timeout,
-        stdin=json.dumps(request).encode("utf-8"),
+        # marshal (version 4, read by every Python 3 since 3.4): plain data from the host.
+        stdin=marshal.dumps(request, 4),
         limits=sandbox.Limits(
             cpu_seconds=int(timeout) + 1,
             memory_bytes=config["SANDBOX_MEMORY_MB"] * sandbox.MiB,

@@ -61,6 +61,10 @@ FORBIDDEN_MODULES: dict[str, str] = {
         "opens network connections (plugins have no network; web_fetch is the way out)",
     ),
     **dict.fromkeys(("ctypes", "cffi", "mmap"), "reaches native code or raw memory"),
+    **dict.fromkeys(
+        ("webbrowser", "ensurepip", "venv", "pip", "pdb", "bdb"),
+        "starts programs or debuggers",
+    ),
     **dict.fromkeys(("pickle", "cPickle", "_pickle", "marshal", "shelve", "dill"), "unpickles"),
     **dict.fromkeys(
         ("importlib", "imp", "pkgutil", "runpy", "zipimport", "code", "codeop"),
@@ -156,6 +160,10 @@ ALLOWED_DUNDERS = frozenset(
         "__init__",
         "__name__",
         "__doc__",
+        "__file__",
+        "__all__",
+        "__slots__",
+        "__version__",
         "__post_init__",
         "__enter__",
         "__exit__",
@@ -173,6 +181,7 @@ ALLOWED_DUNDERS = frozenset(
 )
 # `"{0.__class__}".format(x)` walks attributes without an attribute node.
 _FORMAT_DUNDER = re.compile(r"\{[^{}]*__\w+__[^{}]*\}")
+ALLOWED_DUNDER_STRINGS = ALLOWED_DUNDERS | {"__main__"}
 _ATTRIBUTE_BUILTINS = ("getattr", "setattr", "delattr", "hasattr")
 
 # Functions whose first argument is a path: a literal one must stay inside the workspace.
@@ -304,8 +313,13 @@ class _Scanner(ast.NodeVisitor):
             self.forbid(node, f"`{dotted}` starts processes")
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and _FORMAT_DUNDER.search(node.value):
+        if not isinstance(node.value, str):
+            return
+        if _FORMAT_DUNDER.search(node.value):
             self.forbid(node, "a format string that reaches a dunder attribute")
+        elif _is_dunder(node.value) and node.value not in ALLOWED_DUNDER_STRINGS:
+            # `operator.attrgetter("__class__")`, `getattr(x, name)` with name = "__globals__"
+            self.forbid(node, f"the dunder name {node.value!r} in a string")
 
     # --- calls --------------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ def call_plugin(tool_name: str, ctx: ToolContext, args: dict) -> dict:
     identity["code_sha256"] = plugin.source_hash
     try:
         workspace = team_workspace(ctx.team)
-        source = read_verified(plugin, workspace)
+        source = read_verified(plugin)
     except DomainError as exc:
         return _failure(exc.message, exc.code.upper(), identity)
     problems = argument_problems(plugin.parameters, args)
@@ -83,6 +83,7 @@ def call_plugin(tool_name: str, ctx: ToolContext, args: dict) -> dict:
         args=args,
     )
     identity["duration_ms"] = run.duration_ms
+    identity["sandboxed"] = run.sandboxed
     if not run.sandboxed:
         logger.warning("plugin %s of %s ran WITHOUT a sandbox", tool_name, ctx.team.name)
     envelope = run.envelope
