@@ -95,10 +95,12 @@ def _listed_tools(plan: ServerPlan) -> list[dict]:
         if status is not None and status.fingerprint == plan.fingerprint and status.tools:
             return status.tools
         live = manager().tools(plan)
-    return [
+    rows = [
         {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
         for t in live or []
     ]
+    # Descriptions and schemas go into the prompt: no secret of this server's goes with them.
+    return get_scrubber().with_extra(plan.secrets).data(rows)
 
 
 def _spec(server: str, row: dict) -> ToolSpec:
