@@ -85,6 +85,20 @@ def _rate_limit_bucket() -> Model:
     return RateLimitBucket.objects.create(team=TeamFactory(), key="api", tokens=1.5, refilled_at=0)
 
 
+def _mcp_server_status() -> Model:
+    from openhive.tools.services import mcpstatus_record
+
+    return mcpstatus_record(
+        team_id=TeamFactory().pk,
+        server="git",
+        transport="stdio",
+        state="failed",
+        fingerprint="f" * 64,
+        tools=[{"name": "git_log", "description": "Log", "input_schema": {}}],
+        error="command not found",
+    )
+
+
 def _reach_call() -> Model:
     from openhive.tools.models import ReachCall
 
@@ -95,6 +109,7 @@ def _reach_call() -> Model:
 MAKERS: dict[str, Callable[[], Model]] = {
     "tools.ratelimitbucket": _rate_limit_bucket,
     "tools.reachcall": _reach_call,
+    "tools.mcpserverstatus": _mcp_server_status,
     "teams.teammessage": _team_message,
     "tasks.orgoplock": _org_op_lock,
     "teams.team": TeamFactory,
