@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from django.db import close_old_connections
 
@@ -111,7 +111,12 @@ class McpManager:
                 return None
             conn = self.ensure(plan)
         if conn.tools_stale:
-            self._submit(conn.refresh_tools(), plan.config.timeout_seconds)
+            try:
+                self._submit(conn.refresh_tools(), plan.config.timeout_seconds)
+            except McpTimeout:
+                return conn.tools  # the old list still serves; refreshed on the next ask
+            except Exception as exc:
+                self._drop(plan, conn, _stopped_error(plan, conn, exc))
             self._on_status(plan, "running", _tool_rows(conn.tools), None)
         return conn.tools
 
@@ -174,10 +179,7 @@ class McpManager:
         finally:
             conn.last_used = time.monotonic()
             conn.trim_stderr()
-        self._conns.pop(plan.key, None)
-        self._close(conn)
-        self._failed(plan, error)
-        raise McpUnavailable(error)
+        self._drop(plan, conn, error)
 
     def reap_idle(self, now: float | None = None) -> list[ServerPlan]:
         """Stop every server unused for longer than its `idle_seconds`."""
@@ -207,6 +209,15 @@ class McpManager:
                 self._close(conn)
 
     # --- inside ----------------------------------------------------------------------------
+
+    def _drop(self, plan: ServerPlan, conn: Connection, error: str) -> NoReturn:
+        """A server that stopped under us: forget it, record why, tell the caller."""
+        with self._lock:
+            if self._conns.get(plan.key) is conn:
+                del self._conns[plan.key]
+        self._close(conn)
+        self._failed(plan, error)
+        raise McpUnavailable(error)
 
     def _close(self, conn: Connection) -> None:
         try:

@@ -84,6 +84,11 @@ def mcp_tool_source(team: Any) -> list[ToolSpec]:
         except DomainError as exc:
             logger.warning("MCP server %s of team %s: %s", server, team.name, exc.message)
             continue
+        except Exception:  # whatever a server does, the session starts without its tools
+            logger.exception(
+                "MCP server %s of team %s: listing its tools failed", server, team.name
+            )
+            continue
         specs.extend(_spec(server, row) for row in rows)
     return specs
 
