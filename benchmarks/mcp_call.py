@@ -7,6 +7,7 @@ through the tool door, interleaved so a busy machine slows both alike.
 Baseline: `ClientSession.call_tool` awaited inside a running asyncio loop, timed around the
 await alone (the least any caller pays; its own server process, started and warmed first);
 beside it the same call with the loop driven per call from sync code (`run_until_complete`).
+The goal is judged against the faster of the two baselines.
 Measured: `call_tool(ctx, "mcp__time__get_current_time", ...)` as the team's session calls it
 (team config, server definition and vault lookups, the hop to the client loop thread, result
 rendering and scrubbing, the audit row in a SQLite database), with the manager's call alone
@@ -45,8 +46,12 @@ def interleave(n: int, warmup: int, **cases: Callable[[], object]) -> dict[str, 
     """Run the cases in turn, n times each after a warm-up; milliseconds. A case that returns
     a number measured itself (in seconds) and that figure is used."""
     times: dict[str, list[float]] = {name: [] for name in cases}
+    order = list(cases.items())
     for round_ in range(warmup + n):
-        for name, case in cases.items():
+        # Rotated each round, so no case always follows the same neighbour (a neighbour's
+        # disk write or wake-up would otherwise land on one case only).
+        shift = round_ % len(order)
+        for name, case in order[shift:] + order[:shift]:
             started = time.perf_counter()
             own = case()
             elapsed = own if isinstance(own, float) else time.perf_counter() - started
@@ -159,16 +164,22 @@ def main() -> None:
     )
     direct.close()
     manager().shutdown()
-    base = statistics.median(times["SDK ClientSession.call_tool"])
+    baselines = ("SDK ClientSession.call_tool", "SDK call, loop driven per call")
+    # The goal is judged against the faster of the two ways of using the SDK directly.
+    base_name = min(baselines, key=lambda name: statistics.median(times[name]))
+    base = statistics.median(times[base_name])
     print(f"\nAn MCP tool call on a warm stdio server ({calls} calls each, interleaved)")
     print(f"  {'case':<34} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>9}")
     for name, values in times.items():
         added = statistics.median(values) - base
-        shown = "" if name == "SDK ClientSession.call_tool" else f"{added:+9.3f}"
+        shown = "" if name == base_name else f"{added:+9.3f}"
         print(f"  {name:<34} {statistics.median(values):>8.3f} {pct(values, 99):>8.3f} {shown}")
     added = statistics.median(times["call_tool as the team + audit"]) - base
     verdict = "meets" if added <= 3.0 else "MISSES"
-    print(f"  goal: <= 3 ms p50 added by the call through the team: {added:.3f} ms, {verdict} it")
+    print(
+        f"  goal: <= 3 ms p50 added by the call through the team over {base_name!r}: "
+        f"{added:.3f} ms, {verdict} it"
+    )
 
 
 if __name__ == "__main__":

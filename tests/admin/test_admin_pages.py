@@ -85,6 +85,20 @@ def _rate_limit_bucket() -> Model:
     return RateLimitBucket.objects.create(team=TeamFactory(), key="api", tokens=1.5, refilled_at=0)
 
 
+def _mcp_server_status() -> Model:
+    from openhive.tools.services import mcpstatus_record
+
+    return mcpstatus_record(
+        team_id=TeamFactory().pk,
+        server="git",
+        transport="stdio",
+        state="failed",
+        fingerprint="f" * 64,
+        tools=[{"name": "git_log", "description": "Log", "input_schema": {}}],
+        error="command not found",
+    )
+
+
 def _reach_call() -> Model:
     from openhive.tools.models import ReachCall
 
@@ -102,22 +116,6 @@ def _plugin() -> Model:
         source_hash="0" * 64,
         description="Add two numbers",
         parameters={"type": "object", "properties": {}},
-    )
-
-
-def _mcp_server_status() -> Model:
-    from django.utils import timezone
-
-    from openhive.tools.models import McpServerStatus
-
-    return McpServerStatus.objects.create(
-        team=TeamFactory(name="mcp-team"),
-        server="time",
-        transport="stdio",
-        state="failed",
-        tools=[{"name": "get_current_time", "description": "now", "input_schema": {}}],
-        last_error="the server exited",
-        updated_at=timezone.now(),
     )
 
 

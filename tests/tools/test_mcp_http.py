@@ -95,7 +95,7 @@ def test_a_private_address_is_refused_by_the_guard_without_connecting(ops, monke
     def never(*args, **kwargs):
         raise AssertionError("a connection was attempted")
 
-    monkeypatch.setattr(runtime, "_Connection", never)
+    monkeypatch.setattr(runtime, "Connection", never)
     set_config(
         "ops", mcp_servers={"intranet": {"url": "http://10.20.30.40:8080/mcp"}}, allowed_tools=["*"]
     )

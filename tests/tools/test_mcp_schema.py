@@ -115,3 +115,21 @@ def test_health_names_a_broken_operator_file_and_a_dangling_reference(ops, openh
         "(defined there: shared-time)"
     ]
     assert str(openhive_dirs) not in str(problems)
+
+
+def test_a_chatty_servers_stderr_is_trimmed_to_its_tail():
+    import os
+
+    from openhive.tools.mcpclient.connection import STDERR_KEEP_BYTES, Connection
+    from openhive.tools.mcpclient.servers import ServerPlan
+    from teams.config import McpServerConfig
+
+    plan = ServerPlan(team_id=1, team_name="ops", name="fx", config=McpServerConfig(command="x"))
+    conn = Connection(plan, None)
+    fd = conn.errlog.fileno()
+    os.write(fd, b"noise\n" * (STDERR_KEEP_BYTES // 6 + 10))
+    os.write(fd, b"the last words\n")
+    conn.trim_stderr()
+    assert os.fstat(fd).st_size <= 2000
+    os.write(fd, b"and after\n")  # the server keeps appending at the new end
+    assert conn.stderr_tail().endswith("the last words\nand after")

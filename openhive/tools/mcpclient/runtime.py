@@ -15,14 +15,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
-import contextlib
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from django.db import close_old_connections
 
@@ -30,14 +28,13 @@ from openhive.core.errors import DomainError
 from openhive.core.guards import ssrf
 from openhive.core.scrubbing import get_scrubber
 
+from .connection import START_TIMEOUT_SECONDS, Connection
 from .servers import ServerPlan
 
 logger = logging.getLogger("openhive.tools.mcp")
 
-START_TIMEOUT_SECONDS = 30.0
 MAX_BACKOFF_SECONDS = 60.0
 REAP_INTERVAL_SECONDS = 5.0
-STDERR_TAIL_BYTES = 2000
 
 
 class McpUnavailable(DomainError):
@@ -56,132 +53,6 @@ class McpTimeout(DomainError):
 StatusHook = Callable[[ServerPlan, str, "list[dict] | None", "str | None"], None]
 
 
-class _Connection:
-    """One client session with one server, owned by the loop thread."""
-
-    def __init__(self, plan: ServerPlan, target: ssrf.Target | None) -> None:
-        self.plan = plan
-        self.target = target
-        self.session: Any = None
-        self.tools: list[Any] = []
-        self.tools_stale = False
-        self.last_used = time.monotonic()
-        self.task: asyncio.Task | None = None
-        self.stop_event: asyncio.Event | None = None
-        # The server's stderr, for the tail shown with a failure (a real file: it gets the fd).
-        self.errlog = None
-        if plan.transport == "stdio":
-            self.errlog = tempfile.TemporaryFile(  # noqa: SIM115 (closed in close())
-                "w+", encoding="utf-8", errors="replace"
-            )
-
-    @property
-    def alive(self) -> bool:
-        return self.session is not None and self.task is not None and not self.task.done()
-
-    async def open(self) -> None:
-        self.stop_event = asyncio.Event()
-        ready: asyncio.Future = asyncio.get_running_loop().create_future()
-        self.task = asyncio.create_task(self._run(ready))
-        try:
-            await asyncio.wait_for(asyncio.shield(ready), START_TIMEOUT_SECONDS)
-        except BaseException:
-            await self.close()
-            raise
-
-    async def _run(self, ready: asyncio.Future) -> None:
-        # Entered and left in this one task: anyio's cancel scopes require it.
-        from mcp.client.session import ClientSession
-
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self._transport(stack))
-                session = await stack.enter_async_context(
-                    ClientSession(read, write, message_handler=self._on_message)
-                )
-                await session.initialize()
-                self.tools = await _list_tools(session)
-                self.session = session
-                ready.set_result(None)
-                await self.stop_event.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(str(exc)))
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-        finally:
-            self.session = None
-
-    def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
-        config = self.plan.config
-        if config.command:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            params = StdioServerParameters(
-                command=config.command, args=config.args, env=self.plan.env, cwd=self.plan.cwd
-            )
-            return stdio_client(params, errlog=self.errlog)
-        from mcp.client.streamable_http import streamable_http_client
-
-        from .pinned import pinned_client
-
-        assert self.target is not None  # checked by the guard before the loop saw it
-        client = pinned_client(self.target, self.plan.headers, config.timeout_seconds)
-        stack.push_async_callback(client.aclose)
-        return streamable_http_client(str(self.target.url), http_client=client)
-
-    async def _on_message(self, message: Any) -> None:
-        from mcp import types
-
-        if isinstance(message, types.ToolListChangedNotification):
-            self.tools_stale = True
-
-    async def refresh_tools(self) -> None:
-        if self.session is not None:
-            self.tools_stale = False
-            self.tools = await _list_tools(self.session)
-
-    async def close(self) -> None:
-        if self.stop_event is not None:
-            self.stop_event.set()
-        if self.task is not None and not self.task.done():
-            try:
-                # A session that never finished its handshake has nothing to close politely.
-                grace = 10.0 if self.session is not None else 0.0
-                await asyncio.wait_for(asyncio.shield(self.task), grace)
-            except BaseException:
-                self.task.cancel()
-                with contextlib.suppress(BaseException):
-                    await self.task
-        # The stderr file stays open for the failure's tail; it closes with the connection.
-
-    def stderr_tail(self) -> str:
-        if self.errlog is None or self.errlog.closed:
-            return ""
-        try:
-            fd = self.errlog.fileno()
-            size = os.fstat(fd).st_size
-            raw = os.pread(fd, STDERR_TAIL_BYTES, max(0, size - STDERR_TAIL_BYTES))
-        except OSError:
-            return ""
-        return raw.decode("utf-8", "replace").strip()
-
-
-async def _list_tools(session: Any) -> list[Any]:
-    from mcp import types
-
-    tools: list[Any] = []
-    cursor = None
-    for _page in range(50):  # a server that pages forever must not hold the loop
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        result = await session.list_tools(params=params)
-        tools.extend(result.tools)
-        cursor = result.next_cursor
-        if not cursor:
-            break
-    return tools
-
-
 class McpManager:
     """Every MCP server this process runs, by (team id, server name)."""
 
@@ -190,7 +61,7 @@ class McpManager:
         self._lock = threading.Lock()
         self._pid = -1
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._conns: dict[tuple[int, str], _Connection] = {}
+        self._conns: dict[tuple[int, str], Connection] = {}
         self._key_locks: dict[tuple[int, str], threading.Lock] = {}
         # key -> (failures in a row, monotonic time of the last, error)
         self._failures: dict[tuple[int, str], tuple[int, float, str]] = {}
@@ -225,7 +96,7 @@ class McpManager:
 
     # --- what callers use ------------------------------------------------------------------
 
-    def running(self, plan: ServerPlan) -> _Connection | None:
+    def running(self, plan: ServerPlan) -> Connection | None:
         conn = self._conns.get(plan.key) if self._pid == os.getpid() else None
         if conn is not None and conn.alive and conn.plan.fingerprint == plan.fingerprint:
             return conn
@@ -240,11 +111,16 @@ class McpManager:
                 return None
             conn = self.ensure(plan)
         if conn.tools_stale:
-            self._submit(conn.refresh_tools(), plan.config.timeout_seconds)
+            try:
+                self._submit(conn.refresh_tools(), plan.config.timeout_seconds)
+            except McpTimeout:
+                return conn.tools  # the old list still serves; refreshed on the next ask
+            except Exception as exc:
+                self._drop(plan, conn, _stopped_error(plan, conn, exc))
             self._on_status(plan, "running", _tool_rows(conn.tools), None)
         return conn.tools
 
-    def ensure(self, plan: ServerPlan) -> _Connection:
+    def ensure(self, plan: ServerPlan) -> Connection:
         with self._key_lock(plan.key):
             conn = self.running(plan)
             if conn is not None:
@@ -260,7 +136,7 @@ class McpManager:
                 except DomainError as exc:
                     self._failed(plan, exc.message)
                     raise
-            conn = _Connection(plan, target)
+            conn = Connection(plan, target)
             try:
                 self._submit(conn.open(), START_TIMEOUT_SECONDS + 5)
             except BaseException as exc:
@@ -302,10 +178,8 @@ class McpManager:
             error = _stopped_error(plan, conn, exc)
         finally:
             conn.last_used = time.monotonic()
-        self._conns.pop(plan.key, None)
-        self._close(conn)
-        self._failed(plan, error)
-        raise McpUnavailable(error)
+            conn.trim_stderr()
+        self._drop(plan, conn, error)
 
     def reap_idle(self, now: float | None = None) -> list[ServerPlan]:
         """Stop every server unused for longer than its `idle_seconds`."""
@@ -336,7 +210,16 @@ class McpManager:
 
     # --- inside ----------------------------------------------------------------------------
 
-    def _close(self, conn: _Connection) -> None:
+    def _drop(self, plan: ServerPlan, conn: Connection, error: str) -> NoReturn:
+        """A server that stopped under us: forget it, record why, tell the caller."""
+        with self._lock:
+            if self._conns.get(plan.key) is conn:
+                del self._conns[plan.key]
+        self._close(conn)
+        self._failed(plan, error)
+        raise McpUnavailable(error)
+
+    def _close(self, conn: Connection) -> None:
         try:
             self._submit(conn.close(), 15)
         except Exception:
@@ -409,7 +292,7 @@ def _describe_start_failure(plan: ServerPlan, exc: BaseException, stderr: str) -
     return _with_stderr(plan, f"{what}: {reason}", stderr)
 
 
-def _stopped_error(plan: ServerPlan, conn: _Connection, exc: BaseException | None = None) -> str:
+def _stopped_error(plan: ServerPlan, conn: Connection, exc: BaseException | None = None) -> str:
     why = f" ({type(_leaf(exc)).__name__}: {_leaf(exc)})" if exc is not None else ""
     return _with_stderr(
         plan,

@@ -27,8 +27,21 @@ class McpConfigError(DomainError):
 
 _VAULT_REF = re.compile(r"\{\{\s*vault:([A-Za-z0-9_.\-]{1,200})\s*\}\}")
 # What a stdio server inherits from the worker: enough to find programs and behave as a
-# normal process, never the worker's secrets (database URL, provider keys, vault key).
-ENV_WHITELIST = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+# normal process, never the worker's secrets (database URL, provider keys, vault key). The
+# SDK adds its own short list (HOME, LOGNAME, PATH, SHELL, TERM, USER) under these anyway.
+ENV_WHITELIST = (
+    "PATH",
+    "HOME",
+    "LOGNAME",
+    "USER",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+)
 
 
 class OperatorServers(BaseModel):

@@ -84,6 +84,11 @@ def mcp_tool_source(team: Any) -> list[ToolSpec]:
         except DomainError as exc:
             logger.warning("MCP server %s of team %s: %s", server, team.name, exc.message)
             continue
+        except Exception:  # whatever a server does, the session starts without its tools
+            logger.exception(
+                "MCP server %s of team %s: listing its tools failed", server, team.name
+            )
+            continue
         specs.extend(_spec(server, row) for row in rows)
     return specs
 
@@ -95,10 +100,12 @@ def _listed_tools(plan: ServerPlan) -> list[dict]:
         if status is not None and status.fingerprint == plan.fingerprint and status.tools:
             return status.tools
         live = manager().tools(plan)
-    return [
+    rows = [
         {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
         for t in live or []
     ]
+    # Descriptions and schemas go into the prompt: no secret of this server's goes with them.
+    return get_scrubber().with_extra(plan.secrets).data(rows)
 
 
 def _spec(server: str, row: dict) -> ToolSpec:
