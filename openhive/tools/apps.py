@@ -14,6 +14,10 @@ class ToolsConfig(AppConfig):
     def ready(self) -> None:
         from openhive.core.guards.ssrf import parse_allow
 
+        from .browser import register
+
+        register()  # the browser tools, for teams whose config has a `browser:` section
+
         entries = settings.OPENHIVE.get("SSRF_ALLOW") or []
         # A malformed entry must stop start-up rather than silently exempt something else.
         allowed = sorted(parse_allow(entries))
