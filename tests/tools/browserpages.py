@@ -90,7 +90,7 @@ class PagesHandler(BaseHTTPRequestHandler):
         elif path == "/login":
             body = (
                 '<form method="post" action="/login"><label>Account token <input name="token" '
-                'oninput="document.getElementById(\'echo\').textContent = this.value"></label>'
+                "oninput=\"document.getElementById('echo').textContent = this.value\"></label>"
                 '<label>Password <input type="password" name="password"></label>'
                 '<button>Sign in</button></form><p id="echo"></p>'
             )

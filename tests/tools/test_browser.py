@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -215,9 +218,7 @@ def test_a_vault_secret_is_typed_but_never_shown(call, site, ops, workspace):
     assert SECRET not in json.dumps(shown) and "[REDACTED]" in shown["snapshot"]
     shot = call("browser_screenshot")
     assert shot["success"] and (workspace / shot["path"]).is_file()
-    signed_in = call(
-        "browser_type", ref=password, text="{{vault:site_password}}", submit=True
-    )
+    signed_in = call("browser_type", ref=password, text="{{vault:site_password}}", submit=True)
     assert signed_in["success"], signed_in
     assert "Welcome" in call("browser_snapshot")["snapshot"]
     assert site.posts[-1][1]["password"] == SECRET  # the real value reached the site
@@ -264,3 +265,80 @@ def test_contexts_close_when_idle_and_are_bounded(call, site, manager, clock, ma
     assert call("browser_navigate", url=site.url("/"))["success"]
     assert call("browser_close")["closed"] is True and manager.live_teams() == []
 
+
+def test_the_admin_lists_browser_actions_and_shows_the_screenshot(call, site, admin_client):
+    call("browser_navigate", url=site.url("/"))
+    shot = call("browser_screenshot")
+    assert shot["success"], shot
+    listing = admin_client.get("/admin/tools/reachcall/?team_name=ops").content.decode()
+    assert "browser_navigate" in listing and site.url("/") in listing
+    assert shot["path"] in listing and "browser actions" in listing
+    row = ToolCall.objects.get(tool="browser_screenshot")
+    page = admin_client.get(f"/admin/tools/reachcall/{row.pk}/change/").content.decode()
+    assert 'src="data:image/png;base64,iVBORw0KGgo' in page
+
+
+def chromium_processes() -> int:
+    """Chromium processes started with this module's launch flags (the dead proxy is ours)."""
+    count = 0
+    for proc in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{proc}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+        except (OSError, ValueError):
+            continue
+        if b"--proxy-server=http://127.0.0.1:9" in cmdline and b"--type=" not in cmdline:
+            count += 1
+    return count
+
+
+def test_the_browser_ends_with_its_manager(call, site, ops):
+    before = chromium_processes()
+    own = BrowserManager(max_contexts=1, idle_seconds=300)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(browsermanager._managers, os.getpid(), own)
+        assert call("browser_navigate", url=site.url("/"))["success"]
+        assert chromium_processes() == before + 1
+        own.shutdown()
+    for _ in range(50):
+        if chromium_processes() == before:
+            break
+        time.sleep(0.1)
+    assert chromium_processes() == before
+
+
+WORKER = """
+import django, sys
+django.setup()
+from openhive.tools.browsermanager import browser_manager
+from openhive.tools.browserrouting import Policy
+result, _ = browser_manager().run(
+    "ops", Policy(allowed_domains=[], timeout_ms=10000), lambda b: b.navigate(sys.argv[1])
+)
+print(result["title"], flush=True)
+"""
+
+
+def test_the_browser_ends_when_its_worker_process_exits(site, tmp_path):
+    before = chromium_processes()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "openhive.settings",
+        "OPENHIVE_DATA_DIR": str(tmp_path),
+        "OPENHIVE_SSRF_ALLOW": site.authority,
+    }
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, site.url("/")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "Home", done.stderr[-2000:]
+    for _ in range(50):
+        if chromium_processes() == before:
+            break
+        time.sleep(0.1)
+    assert chromium_processes() == before
