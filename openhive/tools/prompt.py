@@ -19,6 +19,11 @@ GUIDANCE = {
     "web_fetch": "`web_fetch` gets a public URL (private and local addresses are refused; "
     "HTML comes back as text); a header value `{{vault:key}}` sends a secret without showing "
     "it to you",
+    "browser_navigate": "`browser_navigate` opens a page in your own browser (a real Chromium: "
+    "JavaScript runs; private addresses and hosts outside your allowlist are refused); read it "
+    "with `browser_snapshot`, act with `browser_click`/`browser_type` on the refs it shows, "
+    "`browser_screenshot` saves a PNG in your workspace; `{{vault:key}}` in typed text enters "
+    "a secret without showing it to you",
 }
 
 

@@ -21,6 +21,7 @@ from openhive.engine.tool_calls import call_tool
 from openhive.tools import browsermanager
 from openhive.tools.browser import BROWSER_TOOL_NAMES
 from openhive.tools.browsermanager import BrowserManager
+from teams.agent import agent_spec_for, run_team_session
 from vault.services import vault_store_secret
 
 from .browserpages import ForbiddenServer, PagesServer
@@ -342,3 +343,39 @@ def test_the_browser_ends_when_its_worker_process_exits(site, tmp_path):
             break
         time.sleep(0.1)
     assert chromium_processes() == before
+
+
+def test_a_team_session_browses_with_the_offered_tools(ops, site, scripted_provider, main_team):
+    scripted_provider(
+        [
+            {
+                "when": {"team": "ops", "last": "user", "matches": "(?i)home page"},
+                "reply": {
+                    "tool_calls": [
+                        {"name": "browser_navigate", "arguments": {"url": site.url("/")}}
+                    ]
+                },
+            },
+            {
+                "when": {"team": "ops", "last": "tool", "tool": "browser_navigate"},
+                "reply": {"tool_calls": [{"name": "browser_snapshot", "arguments": {}}]},
+            },
+            {
+                "when": {"team": "ops", "last": "tool", "tool": "browser_snapshot"},
+                "reply": {"content": "The home page welcomes us."},
+            },
+        ]
+    )
+    spec = agent_spec_for(ops)
+    assert "browser_navigate" in {tool.name for tool in spec.tools}
+    prompt = "\n".join(str(m["content"]) for m in spec.system_messages)
+    assert "`browser_snapshot`" in prompt
+    assert "browser_navigate" not in {tool.name for tool in agent_spec_for(main_team).tools}
+    outcome = run_team_session(ops, "read the home page")
+    assert outcome.ok, outcome.error
+    calls = list(ToolCall.objects.filter(session_id=outcome.session_id).order_by("id"))
+    assert [(c.tool, c.success) for c in calls] == [
+        ("browser_navigate", True),
+        ("browser_snapshot", True),
+    ]
+    assert 'heading "Welcome home"' in calls[1].result["snapshot"]
