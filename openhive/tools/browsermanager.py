@@ -13,6 +13,7 @@ browser itself is closed; and everything is closed when the worker process exits
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import queue
@@ -110,6 +111,16 @@ class BrowserManager:
             return []
         return self._call(self._reap)
 
+    def post(self, func: Callable[[], Any]) -> None:
+        """Run `func` on the browser thread soon, without waiting for it (WebSocket relays)."""
+
+        def quietly() -> None:
+            with contextlib.suppress(Exception):  # the page or its socket may be gone by now
+                func()
+
+        if self._thread is not None:
+            self._jobs.put((None, None, quietly, False, Future()))
+
     def live_teams(self) -> list[str]:
         return sorted(self._teams)
 
@@ -190,7 +201,9 @@ class BrowserManager:
             oldest = min(self._teams, key=lambda name: self._teams[name].last_used)
             logger.info("browser: closing the context of %s to make room", oldest)
             self._close(oldest)
-        browser = TeamBrowser(self._launch(), Policy(**vars(policy)), now=self.clock())
+        browser = TeamBrowser(
+            self._launch(), Policy(**vars(policy)), now=self.clock(), post=self.post
+        )
         self._teams[team] = browser
         self._empty_since = None
         return browser

@@ -29,10 +29,16 @@ _REF = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 
 
 class TeamBrowser:
-    def __init__(self, browser: Any, policy: Policy, *, now: float) -> None:
+    def __init__(self, browser: Any, policy: Policy, *, now: float, post: Any = None) -> None:
         self.policy = policy
         self.log = RoutingLog()
-        self.router = Router(policy, self.log, lambda frame: frame.parent_frame is None)
+        self.router = Router(
+            policy,
+            self.log,
+            lambda frame: frame.parent_frame is None,
+            post=post,
+            origin=self._origin,
+        )
         self.context = browser.new_context(
             service_workers="block",
             accept_downloads=False,
@@ -56,7 +62,14 @@ class TeamBrowser:
         self.context.set_default_timeout(policy.timeout_ms)
         self.context.set_default_navigation_timeout(policy.timeout_ms)
 
+    def _origin(self) -> str | None:
+        if not self.pages:
+            return None
+        scheme, _, rest = self.pages[-1].url.partition("://")
+        return f"{scheme}://{rest.split('/', 1)[0]}" if scheme in ("http", "https") else None
+
     def close(self) -> None:
+        self.router.close()
         # The browser may already be gone; then nothing is left to free.
         with contextlib.suppress(Exception):
             self.context.close()

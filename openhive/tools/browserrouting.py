@@ -88,8 +88,14 @@ class Router:
         policy: Policy,
         log: RoutingLog,
         is_main_frame: Callable[[Any], bool],
+        *,
+        post: Callable[[Callable[[], Any]], None] | None = None,
+        origin: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.policy, self.log, self.is_main_frame = policy, log, is_main_frame
+        # `post(func)` runs func on the browser thread (WebSocket deliveries).
+        self.post, self.origin = post, origin
+        self.relays: list[Any] = []
 
     def handle(self, route: Any) -> None:
         request = route.request
@@ -157,17 +163,28 @@ class Router:
         raise DomainError(f"too many redirects (more than {MAX_REDIRECTS})", code="fetch_failed")
 
     def handle_websocket(self, ws: Any) -> None:
-        """WebSockets pass the same guard; allowed ones are relayed by `relay` (see there)."""
+        """WebSockets pass the same guard; an allowed one is relayed by us to the checked
+        address (`browserws`), so Chromium never opens a socket itself."""
+        from .browserws import Relay
+
         url = ws.url
         http_url = "http" + url[2:] if url.startswith("ws") else url
         try:
-            check(http_url, self.policy)
+            target = check(http_url, self.policy)
         except DomainError as exc:
             self.log.refuse(url, exc.message, "websocket")
             ws.close(code=1008, reason="blocked by the browser's network policy")
             return
-        self.log.refuse(url, "WebSockets are not relayed by the browser tool", "websocket")
-        ws.close(code=1008, reason="WebSockets are not supported by the browser tool")
+        if self.post is None:
+            ws.close(code=1011, reason="WebSockets are not available here")
+            return
+        self.relays = [r for r in self.relays if not r.closed.is_set()]
+        self.relays.append(Relay(ws, target, self.origin(), self.post))
+
+    def close(self) -> None:
+        for relay in self.relays:
+            relay.close()
+        self.relays = []
 
 
 class _MainRedirect(Exception):

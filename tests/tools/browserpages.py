@@ -69,6 +69,17 @@ class PagesHandler(BaseHTTPRequestHandler):
                 f"<button onclick=\"window.open('{forbidden}/popup')\">Open forbidden</button>"
             )
             self._send(200, page("Popup", body))
+        elif path == "/socket":
+            script = (
+                f"const ws = new WebSocket({query['to']!r});"
+                "ws.onopen = () => ws.send('ping');"
+                "ws.onmessage = e => { document.getElementById('state').textContent = "
+                "'reply: ' + e.data; };"
+                "ws.onclose = e => { document.getElementById('closed').textContent = "
+                "'closed ' + e.code; };"
+            )
+            body = f'<h1 id="state">waiting</h1><p id="closed"></p><script>{script}</script>'
+            self._send(200, page("Socket", body))
         elif path == "/download":
             self._send(200, page("Download", '<a href="/file.bin">Get the file</a>'))
         elif path == "/file.bin":

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -379,3 +380,39 @@ def test_a_team_session_browses_with_the_offered_tools(ops, site, scripted_provi
         ("browser_snapshot", True),
     ]
     assert 'heading "Welcome home"' in calls[1].result["snapshot"]
+
+
+@pytest.fixture
+def echo_socket(settings, site):
+    """A WebSocket echo server on loopback, exempted like the pages server."""
+    from websockets.sync.server import serve
+
+    seen: list[tuple[str, str | None]] = []
+
+    def echo(connection) -> None:
+        seen.append((connection.request.path, connection.request.headers.get("Origin")))
+        for message in connection:
+            connection.send(f"echo {message}")
+
+    server = serve(echo, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.socket.getsockname()[1]
+    settings.OPENHIVE = {
+        **settings.OPENHIVE,
+        "SSRF_ALLOW": [site.authority, f"127.0.0.1:{port}"],
+    }
+    yield f"ws://127.0.0.1:{port}", seen
+    server.shutdown()
+
+
+def test_an_allowed_websocket_is_relayed_to_the_checked_address(call, site, echo_socket):
+    url, seen = echo_socket
+    assert call("browser_navigate", url=site.url(f"/socket?to={url}/live"))["success"]
+    snapshot = ""
+    for _ in range(50):
+        snapshot = call("browser_snapshot")["snapshot"]
+        if "reply:" in snapshot:
+            break
+        time.sleep(0.1)
+    assert "reply: echo ping" in snapshot, snapshot
+    assert seen == [("/live", f"http://{site.authority}")]
