@@ -416,3 +416,14 @@ def test_an_allowed_websocket_is_relayed_to_the_checked_address(call, site, echo
         time.sleep(0.1)
     assert "reply: echo ping" in snapshot, snapshot
     assert seen == [("/live", f"http://{site.authority}")]
+
+
+def test_the_operator_can_call_a_browser_tool_from_the_command_line(ops, site):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    arguments = json.dumps({"url": site.url("/")})
+    call_command("openhive", "tool", "ops", "browser_navigate", arguments, stdout=out)
+    assert json.loads(out.getvalue())["title"] == "Home"
