@@ -17,6 +17,7 @@ MAX_SNAPSHOT_CHARS = 60_000
 # Marks an element that received a vault secret: masked in screenshots.
 SECRET_MARK = "data-openhive-secret"
 SETTLE_MS = 100
+MAX_PAGES = 8
 VIEWPORT = {"width": 1280, "height": 900}
 # WebRTC opens UDP sockets that no request routing sees: the page never gets it.
 _NO_WEBRTC = """
@@ -80,6 +81,10 @@ class TeamBrowser:
         if self.pages:  # the first page is ours; later ones were opened by a page
             self.popups.append(page)
         self.pages.append(page)
+        # A page that keeps opening windows must not grow the browser without bound.
+        while len(self.pages) > MAX_PAGES:
+            with contextlib.suppress(Exception):
+                self.pages.pop(0).close()
         page.on("close", lambda p: self.pages.remove(p) if p in self.pages else None)
         page.on("download", self._download)
 
@@ -127,7 +132,8 @@ class TeamBrowser:
         _act(lambda: locator.fill(text, timeout=self.policy.timeout_ms), ref)
         if secrets:
             self.secrets.update(secrets)
-            locator.evaluate(f"e => e.setAttribute({SECRET_MARK!r}, '')")
+            with contextlib.suppress(Exception):  # a field the page removed at once
+                locator.evaluate(f"e => e.setAttribute({SECRET_MARK!r}, '')")
         if submit:
             _act(lambda: locator.press("Enter", timeout=self.policy.timeout_ms), ref)
             self._settle()
