@@ -93,7 +93,23 @@ def _run(
 
 
 def browser_navigate(ctx: ToolContext, args: NavigateArgs) -> dict:
+    _charge_domain_buckets(ctx, args.url)
     return _run(ctx, lambda b: b.navigate(args.url), create=True)
+
+
+def _charge_domain_buckets(ctx: ToolContext, url: str) -> None:
+    """A rate-limit bucket the operator tied to a host (`domain:`) holds for the browser too:
+    each navigation the model asks for takes one token (the page's own requests take none)."""
+    import httpx
+
+    from .webfetch import _charge
+
+    try:
+        host = httpx.URL(url).host
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return  # the guard refuses it with a clear reason
+    if host:
+        _charge(ctx, load_team_config(ctx.team.name), host.lower(), None)
 
 
 def browser_snapshot(ctx: ToolContext, args: NoArgs) -> dict:

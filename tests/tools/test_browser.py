@@ -427,3 +427,14 @@ def test_the_operator_can_call_a_browser_tool_from_the_command_line(ops, site):
     arguments = json.dumps({"url": site.url("/")})
     call_command("openhive", "tool", "ops", "browser_navigate", arguments, stdout=out)
     assert json.loads(out.getvalue())["title"] == "Home"
+
+
+def test_a_domain_rate_limit_bucket_holds_for_navigations(call, site):
+    set_config(
+        "ops",
+        browser={},
+        rate_limit_buckets={"local": {"rps": 0.001, "burst": 1, "domain": "127.0.0.1"}},
+    )
+    assert call("browser_navigate", url=site.url("/"))["success"]
+    limited = call("browser_navigate", url=site.url("/form"))
+    assert limited["success"] is False and limited["code"] == "RATE_LIMITED"
