@@ -1,110 +1,39 @@
 """The browser tools through call_tool, in the real Chromium, against loopback sites only: the
 pages server is exempted with OPENHIVE_SSRF_ALLOW, the forbidden server is not and must never
-see a single connection. One browser for the whole module (the manager's thread)."""
+see a single connection (navigations, redirects, sub-resources, fetch/XHR, WebSockets, popups).
+One browser for the whole module (the manager's thread)."""
+
+# The shared fixtures are imported by name and then requested as arguments.
+# ruff: noqa: F811
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from openhive.core import scrubbing
-from openhive.core.context import ToolContext
 from openhive.core.registry import team_tools
 from openhive.engine.models import ToolCall
-from openhive.engine.tool_calls import call_tool
-from openhive.tools import browsermanager
 from openhive.tools.browser import BROWSER_TOOL_NAMES
-from openhive.tools.browsermanager import BrowserManager
-from teams.agent import agent_spec_for, run_team_session
 from vault.services import vault_store_secret
 
-from .browserpages import ForbiddenServer, PagesServer
+from .browserfixtures import (  # noqa: F401  (fixtures)
+    SECRET,
+    call,
+    clock,
+    exempt_site,
+    forbidden,
+    manager,
+    ops,
+    ref_of,
+    site,
+)
 from .conftest import make_team, set_config
 
 pytestmark = pytest.mark.django_db
-
-SECRET = "pw-Zq81mXv3Lr0T"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture(scope="module")
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture(scope="module")
-def manager(clock):
-    manager = BrowserManager(max_contexts=2, idle_seconds=300, clock=clock)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(browsermanager._managers, os.getpid(), manager)
-        yield manager
-    manager.shutdown()
-
-
-@pytest.fixture(scope="module")
-def forbidden():
-    server = ForbiddenServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def site(forbidden):
-    server = PagesServer(forbidden=forbidden.base, password=SECRET)
-    yield server
-    server.close()
-
-
-@pytest.fixture(autouse=True)
-def exempt_site(settings, site, manager):
-    settings.OPENHIVE = {**settings.OPENHIVE, "SSRF_ALLOW": [site.authority]}
-    yield
-    for team in manager.live_teams():
-        manager.close_team(team)
-
-
-@pytest.fixture
-def ops(main_team):
-    team = make_team("ops", main_team)
-    set_config("ops", browser={"timeout_ms": 10_000})
-    return team
-
-
-@pytest.fixture
-def call(ops):
-    def invoke(tool: str, team=None, **arguments: object) -> dict:
-        team = team or ops
-        ctx = ToolContext(
-            team=team,
-            actor=team.name,
-            allowed_tools=["*"],
-            tools={spec.name: spec for spec in team_tools(team, ["*"])},
-        )
-        return call_tool(ctx, tool, arguments)
-
-    return invoke
-
-
-def ref_of(snapshot: str, text: str) -> str:
-    """The ref of the first snapshot line that mentions `text`."""
-    for line in snapshot.splitlines():
-        if text in line and "[ref=" in line:
-            return line.split("[ref=", 1)[1].split("]", 1)[0]
-    raise AssertionError(f"no element with {text!r} in:\n{snapshot}")
 
 
 def test_a_team_without_a_browser_section_is_never_offered_the_browser(call, main_team, ops):
@@ -253,135 +182,6 @@ def test_tools_before_any_page_say_what_to_do(call):
     assert call("browser_close")["closed"] is False
 
 
-def test_contexts_close_when_idle_and_are_bounded(call, site, manager, clock, main_team, ops):
-    teams = [ops, make_team("a", main_team), make_team("b", main_team)]
-    for team in teams[1:]:
-        set_config(team.name, browser={})
-    for team in teams:
-        assert call("browser_navigate", team=team, url=site.url("/"))["success"]
-    assert len(manager.live_teams()) == 2 and "ops" not in manager.live_teams()
-    clock.now += 301
-    assert sorted(manager.reap()) == ["a", "b"] and manager.live_teams() == []
-    again = call("browser_snapshot", team=teams[1])
-    assert again["code"] == "NO_PAGE"
-    assert call("browser_navigate", url=site.url("/"))["success"]
-    assert call("browser_close")["closed"] is True and manager.live_teams() == []
-
-
-def test_the_admin_lists_browser_actions_and_shows_the_screenshot(call, site, admin_client):
-    call("browser_navigate", url=site.url("/"))
-    shot = call("browser_screenshot")
-    assert shot["success"], shot
-    listing = admin_client.get("/admin/tools/reachcall/?team_name=ops").content.decode()
-    assert "browser_navigate" in listing and site.url("/") in listing
-    assert shot["path"] in listing and "browser actions" in listing
-    row = ToolCall.objects.get(tool="browser_screenshot")
-    page = admin_client.get(f"/admin/tools/reachcall/{row.pk}/change/").content.decode()
-    assert 'src="data:image/png;base64,iVBORw0KGgo' in page
-
-
-def chromium_processes() -> int:
-    """Chromium processes started with this module's launch flags (the dead proxy is ours)."""
-    count = 0
-    for proc in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{proc}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-        except (OSError, ValueError):
-            continue
-        if b"--proxy-server=http://127.0.0.1:9" in cmdline and b"--type=" not in cmdline:
-            count += 1
-    return count
-
-
-def test_the_browser_ends_with_its_manager(call, site, ops):
-    before = chromium_processes()
-    own = BrowserManager(max_contexts=1, idle_seconds=300)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(browsermanager._managers, os.getpid(), own)
-        assert call("browser_navigate", url=site.url("/"))["success"]
-        assert chromium_processes() == before + 1
-        own.shutdown()
-    for _ in range(50):
-        if chromium_processes() == before:
-            break
-        time.sleep(0.1)
-    assert chromium_processes() == before
-
-
-WORKER = """
-import django, sys
-django.setup()
-from openhive.tools.browsermanager import browser_manager
-from openhive.tools.browserrouting import Policy
-result, _ = browser_manager().run(
-    "ops", Policy(allowed_domains=[], timeout_ms=10000), lambda b: b.navigate(sys.argv[1])
-)
-print(result["title"], flush=True)
-"""
-
-
-def test_the_browser_ends_when_its_worker_process_exits(site, tmp_path):
-    before = chromium_processes()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "openhive.settings",
-        "OPENHIVE_DATA_DIR": str(tmp_path),
-        "OPENHIVE_SSRF_ALLOW": site.authority,
-    }
-    env.pop("DATABASE_URL", None)
-    done = subprocess.run(
-        [sys.executable, "-c", WORKER, site.url("/")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    assert done.returncode == 0 and done.stdout.strip() == "Home", done.stderr[-2000:]
-    for _ in range(50):
-        if chromium_processes() == before:
-            break
-        time.sleep(0.1)
-    assert chromium_processes() == before
-
-
-def test_a_team_session_browses_with_the_offered_tools(ops, site, scripted_provider, main_team):
-    scripted_provider(
-        [
-            {
-                "when": {"team": "ops", "last": "user", "matches": "(?i)home page"},
-                "reply": {
-                    "tool_calls": [
-                        {"name": "browser_navigate", "arguments": {"url": site.url("/")}}
-                    ]
-                },
-            },
-            {
-                "when": {"team": "ops", "last": "tool", "tool": "browser_navigate"},
-                "reply": {"tool_calls": [{"name": "browser_snapshot", "arguments": {}}]},
-            },
-            {
-                "when": {"team": "ops", "last": "tool", "tool": "browser_snapshot"},
-                "reply": {"content": "The home page welcomes us."},
-            },
-        ]
-    )
-    spec = agent_spec_for(ops)
-    assert "browser_navigate" in {tool.name for tool in spec.tools}
-    prompt = "\n".join(str(m["content"]) for m in spec.system_messages)
-    assert "`browser_snapshot`" in prompt
-    assert "browser_navigate" not in {tool.name for tool in agent_spec_for(main_team).tools}
-    outcome = run_team_session(ops, "read the home page")
-    assert outcome.ok, outcome.error
-    calls = list(ToolCall.objects.filter(session_id=outcome.session_id).order_by("id"))
-    assert [(c.tool, c.success) for c in calls] == [
-        ("browser_navigate", True),
-        ("browser_snapshot", True),
-    ]
-    assert 'heading "Welcome home"' in calls[1].result["snapshot"]
-
-
 @pytest.fixture
 def echo_socket(settings, site):
     """A WebSocket echo server on loopback, exempted like the pages server."""
@@ -418,23 +218,19 @@ def test_an_allowed_websocket_is_relayed_to_the_checked_address(call, site, echo
     assert seen == [("/live", f"http://{site.authority}")]
 
 
-def test_the_operator_can_call_a_browser_tool_from_the_command_line(ops, site):
-    from io import StringIO
+def test_the_page_connects_to_the_address_the_guard_resolved(call, site, settings, monkeypatch):
+    """Chromium never resolves a name itself: a name only our resolver knows still loads, from
+    the address the guard checked (so a second, rebound DNS answer could never be used)."""
+    from openhive.core.guards import ssrf
 
-    from django.core.management import call_command
+    settings.OPENHIVE = {**settings.OPENHIVE, "SSRF_ALLOW": [f"status.invalid:{site.port}"]}
+    asked: list[str] = []
 
-    out = StringIO()
-    arguments = json.dumps({"url": site.url("/")})
-    call_command("openhive", "tool", "ops", "browser_navigate", arguments, stdout=out)
-    assert json.loads(out.getvalue())["title"] == "Home"
+    def resolver(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["127.0.0.1"] if host == "status.invalid" else []
 
-
-def test_a_domain_rate_limit_bucket_holds_for_navigations(call, site):
-    set_config(
-        "ops",
-        browser={},
-        rate_limit_buckets={"local": {"rps": 0.001, "burst": 1, "domain": "127.0.0.1"}},
-    )
-    assert call("browser_navigate", url=site.url("/"))["success"]
-    limited = call("browser_navigate", url=site.url("/form"))
-    assert limited["success"] is False and limited["code"] == "RATE_LIMITED"
+    monkeypatch.setattr(ssrf, "system_resolver", resolver)
+    opened = call("browser_navigate", url=f"http://status.invalid:{site.port}/")
+    assert opened["success"], opened
+    assert opened["title"] == "Home" and "status.invalid" in asked
