@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from django.conf import settings
@@ -95,8 +96,17 @@ class BrowserManager:
         future: Future = Future()
         self._start()
         self._jobs.put((team, policy, action, create, future))
-        # The action is bounded by the team's timeout; this wait only guards a stuck browser.
-        return future.result(timeout=policy.timeout_ms / 1000 * 4 + 30)
+        # The action is bounded by the team's timeout; this wait only guards a stuck browser
+        # (or a queue of other teams' actions ahead of this one).
+        try:
+            return future.result(timeout=policy.timeout_ms / 1000 * 4 + 30)
+        except FutureTimeout:
+            future.cancel()
+            raise DomainError(
+                "the browser did not answer in time (it may be busy with other teams' pages); "
+                "try again",
+                code="timeout",
+            ) from None
 
     def close_team(self, team: str) -> bool:
         """Close `team`'s context now; True if it had one."""

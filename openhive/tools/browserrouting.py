@@ -16,6 +16,7 @@ URL (relative links, history), so the hop is checked and handed back to the page
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -98,14 +99,20 @@ class Router:
         self.relays: list[Any] = []
 
     def handle(self, route: Any) -> None:
+        # The page (or the whole context) may close while a request is in flight; then the
+        # route can no longer be answered, and that is no error of ours.
+        with contextlib.suppress(Exception):
+            self._handle(route)
+
+    def _handle(self, route: Any) -> None:
         request = route.request
         url = request.url
         if url.startswith(_LOCAL_SCHEMES):
             route.continue_()
             return
         kind = request.resource_type
-        main = request.is_navigation_request() and self._main_frame(request)
         try:
+            main = request.is_navigation_request() and self._main_frame(request)
             status, headers, body = self._fetch(request, main)
         except _MainRedirect as hop:
             self.log.redirect = hop.url
@@ -119,7 +126,11 @@ class Router:
             self.log.refuse(url, f"request failed: {type(exc).__name__}", kind)
             route.abort("failed")
             return
-        route.fulfill(status=status, headers=headers, body=body)
+        try:
+            route.fulfill(status=status, headers=headers, body=body)
+        except Exception as exc:  # an answer Chromium refuses: the page sees a network error
+            logger.info("browser: could not hand %s to the page: %s", url[:200], exc)
+            route.abort("failed")
 
     def _main_frame(self, request: Any) -> bool:
         try:
