@@ -186,3 +186,20 @@ def test_a_domain_rate_limit_bucket_holds_for_navigations(call, site):
     assert call("browser_navigate", url=site.url("/"))["success"]
     limited = call("browser_navigate", url=site.url("/form"))
     assert limited["success"] is False and limited["code"] == "RATE_LIMITED"
+
+
+def test_session_threads_share_one_browser_thread_safely(manager, site):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from openhive.tools.browserrouting import Policy
+
+    def visit(team: str, path: str) -> tuple[str, str]:
+        policy = Policy(allowed_domains=[], timeout_ms=10_000)
+        result, _ = manager.run(team, policy, lambda b: b.navigate(site.url(path)))
+        return team, result["title"]
+
+    jobs = [("t1", "/"), ("t2", "/form"), ("t1", "/form"), ("t2", "/")] * 2
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda job: visit(*job), jobs))
+    assert results == [(team, "Home" if path == "/" else "Form") for team, path in jobs]
+    assert manager.launches == 1
