@@ -18,6 +18,7 @@ import pytest
 
 from openhive.engine.models import ToolCall
 from openhive.tools import browsermanager
+from openhive.tools.browser import BROWSER_TOOLS
 from openhive.tools.browsermanager import BrowserManager
 from teams.agent import agent_spec_for, run_team_session
 
@@ -203,3 +204,18 @@ def test_session_threads_share_one_browser_thread_safely(manager, site):
         results = list(pool.map(lambda job: visit(*job), jobs))
     assert results == [(team, "Home" if path == "/" else "Form") for team, path in jobs]
     assert manager.launches == 1
+
+
+@pytest.mark.parametrize("spec", BROWSER_TOOLS, ids=lambda s: s.name)
+def test_every_browser_tool_has_a_portable_schema(spec):
+    from openai.types.chat import ChatCompletionToolParam
+    from pydantic import TypeAdapter
+
+    from .test_registry import OPENAI_NAME, optional_fields_not_nullable, portability_problems
+
+    declaration = spec.function_schema()
+    parameters = declaration["function"]["parameters"]
+    assert OPENAI_NAME.fullmatch(spec.name) and spec.description.strip()
+    assert parameters.get("type") == "object" and portability_problems(parameters) == []
+    assert optional_fields_not_nullable(spec.args, parameters) == []
+    TypeAdapter(ChatCompletionToolParam).validate_python(declaration)
