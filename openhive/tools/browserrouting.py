@@ -143,11 +143,14 @@ class Router:
         url: str | httpx.URL = request.url
         method = request.method
         body = request.post_data_buffer
-        # all_headers: what Chromium would send, cookies of this context included.
+        # What Chromium would send, cookies of this context included: with request
+        # interception Chromium hands them over with the request (HttpOnly ones too), so the
+        # round trip of `all_headers()` (~4 ms a request) is not needed. The cookie tests
+        # (test_two_teams_never_share_cookies) guard this.
         headers = [
             (k, v)
-            for k, v in request.all_headers().items()
-            if not k.startswith(":") and k not in _DROP_REQUEST
+            for k, v in request.headers.items()
+            if not k.startswith(":") and k.lower() not in _DROP_REQUEST
         ]
         for _hop in range(MAX_REDIRECTS + 1):
             target = check(str(url), self.policy)

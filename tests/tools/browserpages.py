@@ -93,7 +93,7 @@ class PagesHandler(BaseHTTPRequestHandler):
             self._send(
                 200,
                 page("Cookie set", "<p>set</p>"),
-                Set_Cookie=f"team={query.get('v', 'x')}; Path=/",
+                Set_Cookie=f"team={query.get('v', 'x')}; Path=/; HttpOnly",
             )
         elif path == "/cookie/show":
             shown = self.headers.get("Cookie") or "no cookie"
