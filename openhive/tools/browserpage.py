@@ -16,11 +16,23 @@ from .browserrouting import Policy, Router, RoutingLog, check
 MAX_SNAPSHOT_CHARS = 60_000
 # Marks an element that received a vault secret: masked in screenshots.
 SECRET_MARK = "data-openhive-secret"
-SETTLE_MS = 100
+SETTLE_MS = 50
 MAX_PAGES = 8
 VIEWPORT = {"width": 1280, "height": 900}
-# WebRTC opens UDP sockets that no request routing sees: the page never gets it.
-_NO_WEBRTC = """
+# Run in every page before its own scripts. WebRTC opens UDP sockets that no request routing
+# sees: the page never gets it.
+_INIT_SCRIPT = """
+(() => {
+  // Counts the windows this page asked for, so an action knows to wait for its popup.
+  let opened = 0;
+  const open = window.open;
+  window.open = function (...args) { opened++; return open.apply(this, args); };
+  document.addEventListener("click", event => {
+    const link = event.target && event.target.closest && event.target.closest("a[target]");
+    if (link && !["", "_self", "_parent", "_top"].includes(link.target)) opened++;
+  }, true);
+  Object.defineProperty(window, "__openhivePopups", {get: () => opened});
+})();
 for (const name of ["RTCPeerConnection", "webkitRTCPeerConnection", "RTCDataChannel"]) {
   try { delete window[name]; } catch (e) {}
   try { Object.defineProperty(window, name, {value: undefined}); } catch (e) {}
@@ -46,7 +58,7 @@ class TeamBrowser:
             viewport=VIEWPORT,
             java_script_enabled=True,
         )
-        self.context.add_init_script(_NO_WEBRTC)
+        self.context.add_init_script(_INIT_SCRIPT)
         self.context.route("**/*", self.router.handle)
         self.context.route_web_socket(re.compile(r".*"), self.router.handle_websocket)
         self.context.on("page", self._opened)
@@ -123,8 +135,9 @@ class TeamBrowser:
 
     def click(self, ref: str) -> dict:
         locator = self._element(ref)
+        popups = self._popups_asked()
         _act(lambda: locator.click(timeout=self.policy.timeout_ms), ref)
-        self._settle()
+        self._settle(popups)
         return self.state()
 
     def type(self, ref: str, text: str, *, submit: bool, secrets: list[str]) -> dict:
@@ -135,8 +148,9 @@ class TeamBrowser:
             with contextlib.suppress(Exception):  # a field the page removed at once
                 locator.evaluate(f"e => e.setAttribute({SECRET_MARK!r}, '')")
         if submit:
+            popups = self._popups_asked()
             _act(lambda: locator.press("Enter", timeout=self.policy.timeout_ms), ref)
-            self._settle()
+            self._settle(popups)
         return self.state()
 
     def screenshot(self, path: Path, *, full_page: bool) -> dict:
@@ -201,13 +215,23 @@ class TeamBrowser:
                 url = self.log.redirect  # checked by the routing; the page goes there itself
         raise DomainError("too many redirects (more than 5)", code="too_many_redirects")
 
-    def _settle(self) -> None:
-        """After an action that may navigate: wait for the page, and follow a redirect the
-        routing handed back."""
-        # A popup is announced a moment after the click that opened it: give it that moment
-        # (the events of the page are only handled while we wait on Playwright).
+    def _popups_asked(self) -> int:
+        with contextlib.suppress(Exception):
+            return int(self.page().evaluate("window.__openhivePopups || 0"))
+        return 0
+
+    def _settle(self, popups_before: int | None = None) -> None:
+        """After an action that may navigate or open a window: wait for the page (a popup
+        the action asked for, then its load), and follow a redirect the routing handed back."""
+        pages = len(self.pages)
+        # The events of the browser are only handled while we wait on Playwright: give a
+        # navigation or popup the action started a moment to be announced.
         with contextlib.suppress(Exception):
             self.page().wait_for_timeout(SETTLE_MS)
+        if popups_before is not None and len(self.pages) == pages:
+            with contextlib.suppress(Exception):
+                if self._popups_asked() > popups_before and len(self.pages) == pages:
+                    self.context.wait_for_event("page", timeout=self.policy.timeout_ms)
         # A page that never finishes loading is still a page the model can read.
         with contextlib.suppress(Exception):
             self.page().wait_for_load_state("load", timeout=self.policy.timeout_ms)
