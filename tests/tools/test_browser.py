@@ -85,7 +85,7 @@ def test_no_request_of_a_page_reaches_a_private_address(call, site, forbidden):
     result = call("browser_navigate", url=site.url("/subresources"))
     assert result["success"], result
     snapshot = ""
-    for _ in range(50):  # the page's script reports when every attempt has settled
+    for _ in range(150):  # the page's script reports when every attempt has settled
         snapshot = call("browser_snapshot")["snapshot"]
         if "results:" in snapshot:
             break
@@ -209,7 +209,7 @@ def test_an_allowed_websocket_is_relayed_to_the_checked_address(call, site, echo
     url, seen = echo_socket
     assert call("browser_navigate", url=site.url(f"/socket?to={url}/live"))["success"]
     snapshot = ""
-    for _ in range(50):
+    for _ in range(150):
         snapshot = call("browser_snapshot")["snapshot"]
         if "reply:" in snapshot:
             break

@@ -87,7 +87,7 @@ def test_the_browser_ends_with_its_manager(call, site, ops):
         assert call("browser_navigate", url=site.url("/"))["success"]
         assert chromium_processes() == before + 1
         own.shutdown()
-    for _ in range(50):
+    for _ in range(150):
         if chromium_processes() == before:
             break
         time.sleep(0.1)
@@ -124,7 +124,7 @@ def test_the_browser_ends_when_its_worker_process_exits(site, tmp_path):
         cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0 and done.stdout.strip() == "Home", done.stderr[-2000:]
-    for _ in range(50):
+    for _ in range(150):
         if chromium_processes() == before:
             break
         time.sleep(0.1)
