@@ -194,6 +194,11 @@ OPENHIVE = {
     "PLUGIN_TIMEOUT_SECONDS": env.float("OPENHIVE_PLUGIN_TIMEOUT_SECONDS", default=30),
     "PLUGIN_OUTPUT_BYTES": env.int("OPENHIVE_PLUGIN_OUTPUT_BYTES", default=200_000),
     "PLUGIN_PYTHON": env.str("OPENHIVE_PLUGIN_PYTHON", default=""),
+    # The browser tools: Chromium's path (empty: `chromium` on PATH), live team contexts per
+    # worker process, and how long an unused context (then Chromium itself) stays open.
+    "BROWSER_EXECUTABLE": env("OPENHIVE_BROWSER_EXECUTABLE", default=""),
+    "BROWSER_MAX_CONTEXTS": env.int("OPENHIVE_BROWSER_MAX_CONTEXTS", default=4),
+    "BROWSER_IDLE_SECONDS": env.float("OPENHIVE_BROWSER_IDLE_SECONDS", default=300),
     # Model calls: retries per profile (rate limits, timeouts, server errors) with exponential
     # backoff and jitter; a Retry-After longer than the cap goes to the fallbacks instead.
     "LLM_RETRIES": env.int("OPENHIVE_LLM_RETRIES", default=3),

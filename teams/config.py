@@ -33,6 +33,19 @@ class WebConfig(BaseModel):
     allowed_domains: list[str] = Field(default_factory=list)
 
 
+class BrowserConfig(BaseModel):
+    """The browser tools of a team (absent: the team is never offered them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Hosts the browser may load anything from (pages, scripts, images, XHR, WebSockets):
+    # exact names or `*.example.com`; empty = any public host. The SSRF address rules apply
+    # either way.
+    allowed_domains: list[str] = Field(default_factory=list)
+    # The time limit of one browser action (a navigation, a click and what it starts).
+    timeout_ms: int = Field(default=15_000, ge=500, le=120_000)
+
+
 class RateLimitBucket(BaseModel):
     """A token bucket: `burst` requests at once, refilled at `rps` per second. web_fetch takes
     a token from the bucket its `rate_limit_key` names, and from every bucket whose `domain`
@@ -89,6 +102,7 @@ class TeamConfig(BaseModel):
     max_turns: int = Field(default=50, ge=1, le=500)
     max_concurrent_daily_ops: int = Field(default=5, ge=1, le=100)
     web: WebConfig = Field(default_factory=WebConfig)
+    browser: BrowserConfig | None = None
     rate_limit_buckets: dict[str, RateLimitBucket] = Field(default_factory=dict)
     # Tokens and dollars per task, per day and per trigger window; none set = no limit.
     budgets: Budgets = Field(default_factory=Budgets)

@@ -59,7 +59,6 @@ class Tool(Verb):
         team = _team(options["team"])
         if options["operator"]:
             allowed = ["*"]
-            specs = team_tools(team, allowed)
             # On stderr, so stdout stays the result's JSON.
             command.stderr.write(
                 f"Operator override: the allowlist of {team.name} is bypassed; any registered "
@@ -70,11 +69,13 @@ class Tool(Verb):
                 config = load_team_config(team.name)
             except DomainError as exc:
                 raise CommandError(exc.message) from exc
-            # What the team's sessions are offered (plugins and MCP servers' tools included).
-            specs = team_tools(team, config.allowed_tools)
-            allowed = [s.name for s in specs]
-        # Run-time tools (plugins, MCP) reach a call only through the context, as in a session.
-        offered = {s.name: s for s in specs}
+            # Exactly what the team's sessions are offered, run-time tools (its browser, its
+            # plugins, its MCP servers' tools) included.
+            allowed = [s.name for s in team_tools(team, config.allowed_tools)]
+        try:
+            offered = {s.name: s for s in team_tools(team, ["*"])}
+        except DomainError:  # a broken config: only the declared tools can be called
+            offered = {}
         ctx = ToolContext(
             team=team, actor="operator", source_channel="", allowed_tools=allowed, tools=offered
         )

@@ -1,6 +1,7 @@
-"""Back office of the reach tools: recent file writes and fetches per team (from the tool-call
-audit, already scrubbed), the state of the rate-limit buckets, the teams' plugins (source,
-hash, state; deprecate, remove and verify actions) and each team's MCP servers."""
+"""Back office of the reach tools: recent file writes, fetches and browser actions per team
+(from the tool-call audit, already scrubbed; a browser screenshot is shown on its row), the
+state of the rate-limit buckets, the teams' plugins (source, hash, state; deprecate, remove and
+verify actions) and each team's MCP servers."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from openhive.engine.models import ToolCall
 from .models import McpServerStatus, Plugin, RateLimitBucket, ReachCall
 from .plugins.selectors import plugin_file
 from .plugins.services import plugin_deprecate, plugin_remove, plugin_verify, source_hash
-from .selectors import mcp_statuses, reach_calls, reach_summary
+from .selectors import mcp_statuses, reach_calls, reach_summary, screenshot_data
 
 
 class TeamNameFilter(admin.SimpleListFilter):
@@ -52,7 +53,9 @@ class ReachCallAdmin(ReadOnlyAdmin):
         "arguments",
         "result",
         "duration_ms",
+        "screenshot",
     )
+    readonly_fields = ("screenshot",)
     list_select_related = ("session",)
 
     def get_queryset(self, request: HttpRequest) -> Any:
@@ -61,19 +64,33 @@ class ReachCallAdmin(ReadOnlyAdmin):
     @admin.display(description="path or URL")
     def target(self, obj: ReachCall) -> str:
         args = obj.arguments or {}
-        return str(args.get("path") or args.get("url") or "")[:200]
+        result = obj.result or {}
+        return str(args.get("path") or args.get("url") or result.get("url") or "")[:200]
 
     @admin.display(description="outcome")
     def outcome(self, obj: ReachCall) -> str:
         result = obj.result or {}
         if not obj.success:
             return f"{result.get('code', 'failed')}: {obj.error[:120]}"
+        if obj.tool.startswith("browser_"):
+            shown = result.get("path") or result.get("title") or ""
+            refused = len(result.get("blocked_requests") or [])
+            return f"{shown}" + (f" ({refused} request(s) refused)" if refused else "")
         if obj.tool == "web_fetch":
             cut = ", truncated" if result.get("truncated") else ""
             return f"HTTP {result.get('status')}, {result.get('bytes', 0)} bytes{cut}"
         if "bytes" in result:
             return f"{result['bytes']} bytes written"
         return f"{result.get('replacements', 0)} replacement(s)"
+
+    @admin.display(description="screenshot")
+    def screenshot(self, obj: ReachCall) -> str:
+        image = screenshot_data(obj)
+        if image is None:
+            return "-"
+        return format_html(
+            '<img src="data:image/png;base64,{}" alt="screenshot" style="max-width: 100%">', image
+        )
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
         since = timezone.now() - timedelta(hours=24)

@@ -22,6 +22,10 @@ class ToolsConfig(AppConfig):
         register_tool_source("plugins", plugin_tool_specs)
         register_tool_source("mcp", mcp_tool_source)
 
+        from .browser import register
+
+        register()  # the browser tools, for teams whose config has a `browser:` section
+
         entries = settings.OPENHIVE.get("SSRF_ALLOW") or []
         # A malformed entry must stop start-up rather than silently exempt something else.
         allowed = sorted(parse_allow(entries))

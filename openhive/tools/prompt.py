@@ -23,6 +23,11 @@ GUIDANCE = {
     "(standard library only) with DESCRIPTION, PARAMETERS (a JSON Schema) and `run(args)`; it "
     "is offered as `plugin__<name>` from your next session and runs in the sandbox, with no "
     "network and no secrets",
+    "browser_navigate": "`browser_navigate` opens a page in your own browser (a real Chromium: "
+    "JavaScript runs; private addresses and hosts outside your allowlist are refused); read it "
+    "with `browser_snapshot`, act with `browser_click`/`browser_type` on the refs it shows, "
+    "`browser_screenshot` saves a PNG in your workspace; `{{vault:key}}` in typed text enters "
+    "a secret without showing it to you",
 }
 
 
