@@ -61,8 +61,7 @@ def test_health_status_and_admin_name_the_key_without_server_paths(teams, admin_
     health = Client().get("/api/v1/health").json()
     assert health["config_problems"] == [
         'channels.yaml: unknown key "trusst" (known keys: trust)',
-        f'team "ops": config error in teams/ops/config.yaml: {UNKNOWN} (known keys: '
-        f"{KNOWN_KEYS})",
+        f'team "ops": config error in teams/ops/config.yaml: {UNKNOWN} (known keys: {KNOWN_KEYS})',
     ]
     assert str(paths.data_dir()) not in str(health)
 
