@@ -69,7 +69,8 @@ class Task(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"#{self.pk} {self.team_id}:{self.type} [{self.status}]"
+        # What an operator reads in the admin's titles and links: never a bare team id.
+        return f"Task #{self.pk} · {self.team.name} · {self.type} · {self.status}"
 
     @property
     def priority_name(self) -> str:

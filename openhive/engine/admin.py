@@ -3,6 +3,8 @@ of the provider profiles (their keys are never shown)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -14,6 +16,7 @@ from openhive.core.scrubbing import scrub
 
 from .models import EngineLease, LlmExchange, Session, ToolCall
 from .providers import list_profiles, provider_problems, providers_file
+from .transcript import session_transcript
 
 
 class LlmExchangeInline(ReadOnlyInline):
@@ -69,6 +72,44 @@ class SessionAdmin(ReadOnlyAdmin):
     )
     readonly_fields = ("error_text", "final")
     inlines = (LlmExchangeInline, ToolCallInline)
+    change_form_template = "admin/engine/session/change_form.html"
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        session = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if session is not None:
+            children = (
+                Session.objects.filter(parent_session=session)
+                .select_related("team", "task")
+                .order_by("started_at", "id")
+            )
+            extra.update(
+                title=str(session),
+                subtitle=None,
+                transcript=session_transcript(session),
+                child_sessions=list(children),
+                parent_session=session.parent_session,
+                error_shown=scrub(session.error),
+                duration_ms=(
+                    int((session.finished_at - session.started_at).total_seconds() * 1000)
+                    if session.finished_at
+                    else None
+                ),
+            )
+        return super().change_view(request, object_id, form_url, extra)
+
+    def get_queryset(self, request: HttpRequest):
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("team", "task__team", "parent_session__team")
+        )
 
     @admin.display(description="tokens")
     def tokens(self, obj: Session) -> int:

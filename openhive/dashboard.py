@@ -1,0 +1,169 @@
+"""The admin index's dashboard: what an operator wants to see first. Tasks by state, today's
+tokens and cost by team, the engine leader, the workers, provider health and recent failures.
+It costs a fixed handful of aggregate queries (about ten), whatever the size of the history.
+
+There is no registry of worker processes: a worker is seen through the task leases it holds
+(alive while it renews them) and the tasks it claimed recently; django-q2's own cluster stats
+are added when its cache is shared between processes (Redis), and a task handed out to the
+workers that nobody claimed is the sign that none is running."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, Max
+from django.utils import timezone
+
+from openhive.core.errors import ProviderNotConfigured
+from openhive.core.scrubbing import scrub
+from openhive.engine.budgets import day_start
+from openhive.engine.models import LEADER, EngineLease, LlmExchange, Session
+from openhive.engine.providers import list_profiles, provider_problems
+from openhive.engine.selectors import usage_by_team
+from tasks.models import Task
+from tasks.selectors import task_counts_by_status
+
+RECENT_WORKERS = timedelta(minutes=15)
+# A dispatched task no worker claimed within this long means no worker is taking work.
+UNCLAIMED_AFTER = timedelta(seconds=30)
+FAILURES_SHOWN = 6
+FAILED_STOPS = ("error", "timeout", "budget_exceeded", "worker_died", "max_turns")
+
+
+@dataclass
+class Worker:
+    name: str  # host:pid
+    running: int
+    last_claim: datetime | None
+
+
+def _process(lease_owner: str) -> str:
+    """`host:pid:thread[:query]` → `host:pid`: one worker process, whatever thread ran it."""
+    return ":".join(lease_owner.split(":")[:2])
+
+
+def workers(now: datetime) -> dict:
+    live = (
+        Task.objects.filter(status=Task.Status.RUNNING, lease_expires_at__gt=now)
+        .order_by()
+        .values_list("lease_owner", flat=True)
+    )
+    recent = (
+        Task.objects.filter(started_at__gte=now - RECENT_WORKERS)
+        .exclude(lease_owner="")
+        .order_by()
+        .values("lease_owner")
+        .annotate(last=Max("started_at"))
+    )
+    seen: dict[str, Worker] = {}
+    for row in recent:
+        name = _process(row["lease_owner"])
+        worker = seen.setdefault(name, Worker(name, 0, None))
+        if worker.last_claim is None or row["last"] > worker.last_claim:
+            worker.last_claim = row["last"]
+    for owner in live:
+        name = _process(owner)
+        seen.setdefault(name, Worker(name, 0, None)).running += 1
+    waiting = Task.objects.filter(
+        status=Task.Status.PENDING, dispatched_at__lt=now - UNCLAIMED_AFTER
+    ).count()
+    return {
+        "processes": sorted(seen.values(), key=lambda w: (-w.running, w.name)),
+        "busy": sum(1 for w in seen.values() if w.running),
+        "unclaimed": waiting,
+        "clusters": _cluster_stats(),
+    }
+
+
+def _cluster_stats() -> list[dict]:
+    """django-q2's own heartbeat, only visible when its cache is shared between processes."""
+    try:
+        from django_q.status import Stat
+
+        return [
+            {"cluster": str(s.cluster_id), "host": s.host, "workers": len(s.workers or [])}
+            for s in Stat.get_all()
+        ]
+    except Exception:  # no shared cache, or a broker that cannot answer: nothing to add
+        return []
+
+
+def providers(now: datetime) -> dict:
+    error = ""
+    try:
+        profiles = [p.describe() for p in list_profiles()]
+    except ProviderNotConfigured as exc:
+        profiles, error = [], scrub(exc.message)
+    problems = [error] if error else [scrub(p) for p in provider_problems()]
+    since = now - timedelta(hours=24)
+    failed_calls = LlmExchange.objects.filter(
+        kind=LlmExchange.Kind.FAILED, created_at__gte=since
+    ).count()
+    deferred = (
+        Task.objects.filter(status=Task.Status.PENDING, run_after__gt=now)
+        .exclude(defer_reason="")
+        .order_by("-run_after")
+        .values_list("defer_reason", flat=True)
+    )
+    deferred = list(deferred[:50])
+    return {
+        "profiles": profiles,
+        "problems": problems,
+        "failed_calls_24h": failed_calls,
+        "deferred": len(deferred),
+        "deferred_reason": scrub(deferred[0]) if deferred else "",
+        "healthy": not problems and not deferred and bool(profiles),
+    }
+
+
+def spend_today(now: datetime) -> dict:
+    rows = usage_by_team(since=day_start(now), until=now + timedelta(seconds=1))
+    return {
+        "teams": rows,
+        "tokens": sum(r["tokens"] for r in rows),
+        "usd": sum((r["usd"] for r in rows), Decimal(0)),
+    }
+
+
+def recent_failures() -> dict:
+    tasks = list(
+        Task.objects.filter(status=Task.Status.FAILED)
+        .select_related("team")
+        .order_by("-finished_at", "-id")[:FAILURES_SHOWN]
+    )
+    for task in tasks:
+        task.shown_result = scrub(task.result)
+    sessions = list(
+        Session.objects.filter(stop_reason__in=FAILED_STOPS)
+        .select_related("team")
+        .order_by("-started_at", "-id")[:FAILURES_SHOWN]
+    )
+    for session in sessions:
+        session.shown_error = scrub(session.error)
+    return {"tasks": tasks, "sessions": sessions}
+
+
+def dashboard(now: datetime | None = None) -> dict:
+    now = now or timezone.now()
+    leader = EngineLease.objects.filter(name=LEADER).first()
+    by_status = task_counts_by_status()
+    last_day = dict(
+        Task.objects.filter(finished_at__gte=now - timedelta(hours=24))
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("id"))
+    )
+    return {
+        "now": now,
+        "tasks": by_status,
+        "tasks_total": sum(by_status.values()),
+        "finished_24h": last_day,
+        "spend": spend_today(now),
+        "leader": leader,
+        "leader_alive": leader is not None and leader.expires_at >= now,
+        "workers": workers(now),
+        "providers": providers(now),
+        "failures": recent_failures(),
+    }
