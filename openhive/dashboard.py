@@ -2,18 +2,18 @@
 tokens and cost by team, the engine leader, the workers, provider health and recent failures.
 It costs a fixed handful of aggregate queries (about ten), whatever the size of the history.
 
-There is no registry of worker processes: a worker is seen through the task leases it holds
-(alive while it renews them) and the tasks it claimed recently; django-q2's own cluster stats
-are added when its cache is shared between processes (Redis), and a task handed out to the
-workers that nobody claimed is the sign that none is running."""
+Workers are seen three ways: django-q2's cluster heartbeat (each cluster saves its status,
+with its worker pids, every second into the shared `cluster-stats` cache, for 3 s), the task
+leases held right now (a worker renews them while it runs a task), and a task handed out to the
+workers that nobody claimed for 30 s (the sign that none is taking work)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, Max
+from django.db.models import Count
 from django.utils import timezone
 
 from openhive.core.errors import ProviderNotConfigured
@@ -25,18 +25,11 @@ from openhive.engine.selectors import usage_by_team
 from tasks.models import Task
 from tasks.selectors import task_counts_by_status
 
-RECENT_WORKERS = timedelta(minutes=15)
+logger = logging.getLogger(__name__)
 # A dispatched task no worker claimed within this long means no worker is taking work.
 UNCLAIMED_AFTER = timedelta(seconds=30)
 FAILURES_SHOWN = 6
 FAILED_STOPS = ("error", "timeout", "budget_exceeded", "worker_died", "max_turns")
-
-
-@dataclass
-class Worker:
-    name: str  # host:pid
-    running: int
-    last_claim: datetime | None
 
 
 def _process(lease_owner: str) -> str:
@@ -50,44 +43,43 @@ def workers(now: datetime) -> dict:
         .order_by()
         .values_list("lease_owner", flat=True)
     )
-    recent = (
-        Task.objects.filter(started_at__gte=now - RECENT_WORKERS)
-        .exclude(lease_owner="")
-        .order_by()
-        .values("lease_owner")
-        .annotate(last=Max("started_at"))
-    )
-    seen: dict[str, Worker] = {}
-    for row in recent:
-        name = _process(row["lease_owner"])
-        worker = seen.setdefault(name, Worker(name, 0, None))
-        if worker.last_claim is None or row["last"] > worker.last_claim:
-            worker.last_claim = row["last"]
+    busy: dict[str, int] = {}
     for owner in live:
-        name = _process(owner)
-        seen.setdefault(name, Worker(name, 0, None)).running += 1
+        busy[_process(owner)] = busy.get(_process(owner), 0) + 1
     waiting = Task.objects.filter(
         status=Task.Status.PENDING, dispatched_at__lt=now - UNCLAIMED_AFTER
     ).count()
+    clusters = _cluster_stats(now)
     return {
-        "processes": sorted(seen.values(), key=lambda w: (-w.running, w.name)),
-        "busy": sum(1 for w in seen.values() if w.running),
+        "clusters": clusters,
+        "alive": sum(c["workers"] for c in clusters),
+        "busy": sorted(busy.items()),
         "unclaimed": waiting,
-        "clusters": _cluster_stats(),
     }
 
 
-def _cluster_stats() -> list[dict]:
-    """django-q2's own heartbeat, only visible when its cache is shared between processes."""
+def _cluster_stats(now: datetime) -> list[dict]:
+    """django-q2's own heartbeat: every cluster that saved its status in the last 3 s."""
     try:
         from django_q.status import Stat
 
-        return [
-            {"cluster": str(s.cluster_id), "host": s.host, "workers": len(s.workers or [])}
-            for s in Stat.get_all()
-        ]
-    except Exception:  # no shared cache, or a broker that cannot answer: nothing to add
+        stats = Stat.get_all()
+    except Exception:  # the cache cannot be read (Redis down): say nothing rather than fail
+        logger.warning("dashboard: django-q2 cluster stats unreadable", exc_info=True)
         return []
+    return sorted(
+        (
+            {
+                "host": s.host,
+                "pid": s.pid,
+                "status": s.status,
+                "workers": len(s.workers or []),
+                "up_since": s.tob,
+            }
+            for s in stats
+        ),
+        key=lambda c: (c["host"], c["pid"]),
+    )
 
 
 def providers(now: datetime) -> dict:

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
+from django.utils.html import format_html
 
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import scrub, scrub_data
@@ -87,6 +88,12 @@ class TaskAdmin(admin.ModelAdmin):
             return False
         return super().has_change_permission(request, obj)
 
+    def has_delete_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        # History, like sessions and the audit: kept whole (its sessions point at it).
+        if obj is not None and obj.status in FINISHED:
+            return False
+        return super().has_delete_permission(request, obj)
+
     def change_view(
         self,
         request: HttpRequest,
@@ -133,7 +140,8 @@ class TaskAdmin(admin.ModelAdmin):
 
     @admin.display(description="options")
     def task_options(self, obj: Task) -> str:
-        return json.dumps(scrub_data(obj.options), indent=1, sort_keys=True, default=str)
+        shown = json.dumps(scrub_data(obj.options), indent=2, sort_keys=True, default=str)
+        return format_html('<pre class="oh-code">{}</pre>', shown)
 
     @admin.display(description="text")
     def short_text(self, obj: Task) -> str:

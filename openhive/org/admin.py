@@ -19,6 +19,7 @@ from teams.config import team_config_problem
 from teams.models import MAIN_TEAM, Team
 from teams.selectors import PENDING
 
+from .selectors import team_page
 from .services import team_shutdown
 
 
@@ -57,6 +58,20 @@ class TeamAdmin(admin.ModelAdmin):
     inlines = (ScopeKeywordInline,)
     actions = ("shutdown_teams",)
     change_list_template = "admin/teams/team/change_list.html"
+    change_form_template = "admin/teams/team/change_form.html"
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        team = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if team is not None:
+            extra.update(title=f"Team {team.name}", subtitle=None, page=team_page(team))
+        return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="config.yaml")
     def config_problem(self, team: Team) -> str:

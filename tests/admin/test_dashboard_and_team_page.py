@@ -1,0 +1,110 @@
+"""The admin index's dashboard and a team's page, through the Django client as staff."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from openhive.engine.models import LEADER, EngineLease
+from tasks.models import Task
+from teams.config import default_config, write_team_config
+from tests.api.factories import SessionFactory
+from tests.factories import TaskFactory, TeamFactory
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "sk-live-abcdefghijklmnopqrstuvwx"
+
+
+def _page(admin_client, url: str) -> str:
+    response = admin_client.get(url)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def _index_queries(admin_client) -> int:
+    from openhive.core import scrubbing
+
+    scrubbing.invalidate()  # the scrubber's secret list is reloaded on both runs alike
+    with CaptureQueriesContext(connection) as queries:
+        assert admin_client.get(reverse("admin:index")).status_code == 200
+    return len(queries)
+
+
+def test_the_dashboard_costs_the_same_queries_for_3_or_60_tasks(admin_client, main_team):
+    for status in ("done", "failed", "pending"):
+        SessionFactory(team=main_team, task=TaskFactory(team=main_team, status=status))
+    few = _index_queries(admin_client)
+    for i in range(57):
+        team = TeamFactory(name=f"t{i % 5}")
+        SessionFactory(team=team, task=TaskFactory(team=team, status="failed"))
+    assert _index_queries(admin_client) == few
+
+
+def test_the_dashboard_shows_the_leader_spend_and_missing_workers(admin_client, main_team):
+    now = timezone.now()
+    EngineLease.objects.create(
+        name=LEADER, holder="host-a:42", acquired_at=now, expires_at=now + timedelta(seconds=30)
+    )
+    ops = TeamFactory(name="ops")
+    SessionFactory(team=ops, prompt_tokens=1000, completion_tokens=234, cost_usd=Decimal("0.5"))
+    # Handed out a minute ago and never claimed: nobody is taking work.
+    TaskFactory(team=ops, dispatched_at=now - timedelta(minutes=1))
+    page = _page(admin_client, reverse("admin:index"))
+    assert "host-a:42" in page
+    assert "1234" in page and "$0.5000" in page
+    assert "No worker cluster reports in" in page
+    assert "handed out but not claimed for 30 s" in page
+
+
+def test_the_dashboard_says_when_no_provider_is_configured(admin_client, main_team):
+    page = _page(admin_client, reverse("admin:index"))
+    assert "No provider profile is configured." in page
+
+
+def test_a_failed_tasks_result_on_the_dashboard_is_scrubbed(admin_client, main_team, settings):
+    from openhive.core import scrubbing
+
+    scrubbing.remember([SECRET])
+    TaskFactory(team=main_team, status=Task.Status.FAILED, result=f"leaked {SECRET}")
+    page = _page(admin_client, reverse("admin:index"))
+    assert "leaked [REDACTED]" in page
+    assert SECRET not in page
+
+
+def test_a_team_page_shows_config_profile_scope_tools_tasks_and_spend(
+    admin_client, main_team, scripted_provider
+):
+    scripted_provider([{"when": {}, "reply": {"content": "ok"}}])
+    ops = TeamFactory(name="ops", parent=main_team)
+    ops.scope_keywords.create(keyword="disks")
+    config = default_config("ops", parent="main", description="Operations")
+    config.allowed_tools = ["list_teams", "memory_*"]
+    write_team_config(config)
+    task = TaskFactory(team=ops, text="check the disks", result="all fine", status="done")
+    SessionFactory(team=ops, task=task, prompt_tokens=40, completion_tokens=2, cost_usd=1)
+    page = _page(admin_client, reverse("admin:teams_team_change", args=[ops.pk]))
+    assert "<h1>Team ops</h1>" in page
+    assert "allowed_tools:" in page  # the config.yaml text itself
+    assert "scripted/default.yaml" in page and "Usable" in page
+    assert '<span class="oh-badge">disks</span>' in page
+    assert "<code>list_teams</code>" in page and "<code>memory_search</code>" in page
+    assert "<code>delegate_task</code>" not in page
+    assert "check the disks" in page and "all fine" in page
+    assert "42 tokens · $1.0000" in page
+
+
+def test_a_team_page_names_a_profile_that_is_not_defined(admin_client, main_team, settings):
+    ops = TeamFactory(name="ops", parent=main_team)
+    config = default_config("ops", parent="main")
+    config.provider_profile = "fast"
+    write_team_config(config)
+    page = _page(admin_client, reverse("admin:teams_team_change", args=[ops.pk]))
+    assert 'id="team-profile"' in page
+    assert "oh-bad" in page.split('id="team-profile"')[1].split("</section>")[0]
