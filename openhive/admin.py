@@ -84,6 +84,8 @@ _install_usage_page(admin.site)
 # --- the index: a dashboard above the app list; django-q2's tables grouped as internal ---------
 
 INTERNAL_APPS = {"django_q": "Internal: job runner (django-q2)"}
+# What an operator looks at first comes first: the work, the org, the sessions.
+APP_ORDER = ("tasks", "teams", "engine", "chat", "triggers", "memory", "vault", "trust", "tools")
 
 
 def _install_dashboard(site: admin.AdminSite) -> None:
@@ -99,7 +101,12 @@ def _install_dashboard(site: admin.AdminSite) -> None:
         # django-q2 only executes `run_task(id)`; its rows are the runner's bookkeeping, not
         # the queue (that is Tasks). Named as such and listed last.
         apps = get_app_list(request, app_label)
-        ours = [a for a in apps if a["app_label"] not in INTERNAL_APPS]
+        ours = sorted(
+            (a for a in apps if a["app_label"] not in INTERNAL_APPS),
+            key=lambda a: (
+                APP_ORDER.index(a["app_label"]) if a["app_label"] in APP_ORDER else len(APP_ORDER)
+            ),
+        )
         internal = [a for a in apps if a["app_label"] in INTERNAL_APPS]
         for app in internal:
             app["name"] = INTERNAL_APPS[app["app_label"]]

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
+from django.utils import timezone
 from django.utils.html import format_html
 
 from openhive.core.errors import DomainError
@@ -41,9 +42,10 @@ class TaskAdmin(admin.ModelAdmin):
         "status",
         "short_text",
         "short_result",
-        "created_at",
+        "created",
         "duration",
     )
+    change_list_template = "admin/tasks/task/change_list.html"
     list_filter = (
         "status",
         "type",
@@ -150,6 +152,10 @@ class TaskAdmin(admin.ModelAdmin):
     @admin.display(description="result")
     def short_result(self, obj: Task) -> str:
         return _short(obj.result)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Task) -> str:
+        return timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M")
 
     @admin.display(description="duration", ordering="duration_ms")
     def duration(self, obj: Task) -> str:

@@ -157,7 +157,18 @@ def session_transcript(session: Session) -> list[Entry]:
         # The next request carries this reply as its next message: already shown.
         shown = len(request) + 1
     _attach_audit(session, by_id)
-    return entries
+    return _join_system(entries)
+
+
+def _join_system(entries: list[Entry]) -> list[Entry]:
+    """The system prompt is sent in parts (a cached static part, a dynamic one): one entry."""
+    joined: list[Entry] = []
+    for entry in entries:
+        if entry.role == "system" and joined and joined[-1].role == "system":
+            joined[-1].text += "\n\n" + entry.text
+        else:
+            joined.append(entry)
+    return joined
 
 
 def _attach_audit(session: Session, by_id: dict[str, ToolUse]) -> None:

@@ -189,6 +189,11 @@ def test_an_operator_reads_a_task_story_in_the_admin(story_provider, page, serve
     expect(page.locator("#result_list")).to_contain_text("Check the disks of the build servers")
     expect(page.locator("#result_list")).to_contain_text("Rotated the logs")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    # ... and no column hides behind the list's own horizontal scroll.
+    table = page.locator("#result_list")
+    assert table.evaluate("t => t.scrollWidth <= t.parentElement.clientWidth")
+    expect(page.locator("#result_list thead")).to_contain_text("duration", ignore_case=True)
+    shoot(page, "task-list")
     page.get_by_role("link", name=str(ops_task), exact=True).click()
 
     expect(
