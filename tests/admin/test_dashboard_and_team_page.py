@@ -47,7 +47,38 @@ def test_the_dashboard_costs_the_same_queries_for_3_or_60_tasks(admin_client, ma
     assert _index_queries(admin_client) == few
 
 
-def test_the_dashboard_shows_the_leader_spend_and_missing_workers(admin_client, main_team):
+@pytest.fixture
+def cluster_stats(settings, tmp_path):
+    """The heartbeat cache in this test's own directory (a real file cache, as in serve)."""
+    settings.CACHES = {
+        **settings.CACHES,
+        "cluster-stats": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(tmp_path / "cluster-stats"),
+        },
+    }
+
+
+def test_the_dashboard_counts_workers_from_the_cluster_heartbeat(
+    admin_client, main_team, cluster_stats
+):
+    from django_q.brokers import get_broker
+    from django_q.signing import SignedPackage
+    from django_q.status import Stat, Status
+
+    # What a running qcluster saves every second (its Stat is a Status with its worker pids).
+    status = Status(pid=4242, cluster_id="c0ffee")
+    status.workers, status.status, status.tob = [101, 102, 103], "Idle", timezone.now()
+    get_broker().set_stat(Stat.get_key("c0ffee"), SignedPackage.dumps(status, True), 3)
+    page = _page(admin_client, reverse("admin:index"))
+    assert "Workers alive: <strong>3</strong> in 1 cluster(s)" in page
+    assert ":4242</code>" in page
+    assert "No worker cluster reports in" not in page
+
+
+def test_the_dashboard_shows_the_leader_spend_and_missing_workers(
+    admin_client, main_team, cluster_stats
+):
     now = timezone.now()
     EngineLease.objects.create(
         name=LEADER, holder="host-a:42", acquired_at=now, expires_at=now + timedelta(seconds=30)
