@@ -88,4 +88,4 @@ class OrgOpLock(models.Model):
     expires_at = models.DateTimeField()
 
     def __str__(self) -> str:
-        return f"{self.team_id}: {self.operation} by {self.holder}"
+        return f"{self.team.name}: {self.operation} by {self.holder}"

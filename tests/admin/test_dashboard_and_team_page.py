@@ -139,3 +139,25 @@ def test_a_team_page_names_a_profile_that_is_not_defined(admin_client, main_team
     page = _page(admin_client, reverse("admin:teams_team_change", args=[ops.pk]))
     assert 'id="team-profile"' in page
     assert "oh-bad" in page.split('id="team-profile"')[1].split("</section>")[0]
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "tasks.task",
+        "tasks.orgoplock",
+        "engine.session",
+        "vault.vaultentry",
+        "triggers.triggerconfig",
+        "memory.memory",
+        "tools.ratelimitbucket",
+    ],
+)
+def test_titles_name_the_team_never_its_id(admin_client, main_team, label):
+    from tests.admin.test_admin_pages import MAKERS, _admin_url
+
+    obj = MAKERS[label]()
+    page = _page(admin_client, _admin_url(obj, "change"))
+    assert obj.team.name in str(obj)
+    assert not str(obj).startswith(f"{obj.team_id}:")
+    assert str(obj).replace("&", "&amp;").replace("'", "&#x27;") in page
