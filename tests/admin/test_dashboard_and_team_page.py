@@ -161,3 +161,26 @@ def test_titles_name_the_team_never_its_id(admin_client, main_team, label):
     assert obj.team.name in str(obj)
     assert not str(obj).startswith(f"{obj.team_id}:")
     assert str(obj).replace("&", "&amp;").replace("'", "&#x27;") in page
+
+
+@pytest.mark.parametrize(
+    "label", ["engine.session", "engine.llmexchange", "engine.toolcall", "trust.trustauditlog"]
+)
+def test_records_have_no_save_or_delete_and_refuse_a_post(admin_client, main_team, label):
+    from tests.admin.test_admin_pages import MAKERS, _admin_url
+
+    obj = MAKERS[label]()
+    url = _admin_url(obj, "change")
+    page = _page(admin_client, url)
+    assert 'name="_save"' not in page and "deletelink" not in page
+    assert admin_client.post(url, {}).status_code == 403
+    assert admin_client.post(_admin_url(obj, "delete"), {"post": "yes"}).status_code == 403
+    assert type(obj).objects.filter(pk=obj.pk).exists()
+
+
+@pytest.mark.parametrize("status", ["done", "failed", "cancelled"])
+def test_a_finished_task_cannot_be_deleted_from_its_page(admin_client, main_team, status):
+    task = TaskFactory(team=main_team, status=status)
+    url = reverse("admin:tasks_task_delete", args=[task.pk])
+    assert admin_client.post(url, {"post": "yes"}).status_code == 403
+    assert Task.objects.filter(pk=task.pk).exists()
