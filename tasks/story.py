@@ -77,7 +77,13 @@ def spend_by_task(task_ids: list[int]) -> dict[int, Spend]:
 
 
 def _relation(task: Task) -> str:
-    return "query" if task.type == Task.Type.QUERY else str(task.type)
+    """How a child came from its parent, in the operator's words."""
+    options = task.options or {}
+    if options.get("handoff_from"):
+        return "handoff"
+    if options.get("requeued_from"):
+        return f"{task.type} (requeued)"
+    return str(task.type)
 
 
 def child_tasks(task_ids: list[int]) -> dict[int, list[Task]]:
@@ -152,7 +158,14 @@ def task_origin(task: Task) -> dict:
         if parent_session_id
         else None
     )
-    return {"parent": parent, "parent_session": session}
+    requeued = options.get("requeued_from")
+    return {
+        "parent": parent,
+        "parent_session": session,
+        "requeued_from": Task.objects.select_related("team").filter(pk=requeued).first()
+        if isinstance(requeued, int)
+        else None,
+    }
 
 
 def tree_root(task: Task) -> Task:

@@ -184,3 +184,26 @@ def test_a_finished_task_cannot_be_deleted_from_its_page(admin_client, main_team
     url = reverse("admin:tasks_task_delete", args=[task.pk])
     assert admin_client.post(url, {"post": "yes"}).status_code == 403
     assert Task.objects.filter(pk=task.pk).exists()
+
+
+def test_a_handoff_and_a_requeue_are_named_in_the_story(admin_client, main_team):
+    from tasks.orchestration import task_requeue
+
+    ops = TeamFactory(name="ops", parent=main_team)
+    parent = TaskFactory(team=ops, status="done")
+    # What task_handoff_to_parent stores, queued from the session of `parent`.
+    handoff = TaskFactory(
+        team=main_team, options={"parent_task_id": parent.pk, "handoff_from": "ops"}
+    )
+    page = _page(admin_client, reverse("admin:tasks_task_change", args=[parent.pk]))
+    assert "<td>handoff</td>" in page
+    assert "Handed off by the <code>ops</code> team." in _page(
+        admin_client, reverse("admin:tasks_task_change", args=[handoff.pk])
+    )
+    Task.objects.filter(pk=handoff.pk).update(status="failed")
+    again = task_requeue(task_id=handoff.pk, requested_by="test")
+    story = _page(admin_client, reverse("admin:tasks_task_change", args=[again.pk]))
+    assert "Requeued from" in story
+    assert reverse("admin:tasks_task_change", args=[handoff.pk]) in story
+    tree = _page(admin_client, reverse("admin:tasks_task_tree", args=[again.pk]))
+    assert f'data-task="{again.pk}" data-depth="1"' in tree
