@@ -93,19 +93,17 @@ def providers(now: datetime) -> dict:
     failed_calls = LlmExchange.objects.filter(
         kind=LlmExchange.Kind.FAILED, created_at__gte=since
     ).count()
-    deferred = (
-        Task.objects.filter(status=Task.Status.PENDING, run_after__gt=now)
-        .exclude(defer_reason="")
-        .order_by("-run_after")
-        .values_list("defer_reason", flat=True)
+    waiting = Task.objects.filter(status=Task.Status.PENDING, run_after__gt=now).exclude(
+        defer_reason=""
     )
-    deferred = list(deferred[:50])
+    deferred = waiting.count()
+    latest = waiting.order_by("-run_after").values_list("defer_reason", flat=True).first()
     return {
         "profiles": profiles,
         "problems": problems,
         "failed_calls_24h": failed_calls,
-        "deferred": len(deferred),
-        "deferred_reason": scrub(deferred[0]) if deferred else "",
+        "deferred": deferred,
+        "deferred_reason": scrub(latest or ""),
         "healthy": not problems and not deferred and bool(profiles),
     }
 

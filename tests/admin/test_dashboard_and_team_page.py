@@ -207,3 +207,23 @@ def test_a_handoff_and_a_requeue_are_named_in_the_story(admin_client, main_team)
     assert reverse("admin:tasks_task_change", args=[handoff.pk]) in story
     tree = _page(admin_client, reverse("admin:tasks_task_tree", args=[again.pk]))
     assert f'data-task="{again.pk}" data-depth="1"' in tree
+
+
+def test_the_dashboard_shows_provider_problems_and_tasks_waiting_for_a_provider(
+    admin_client, main_team, scripted_provider, openhive_dirs
+):
+    scripted_provider([{"when": {}, "reply": {"content": "ok"}}])
+    providers = openhive_dirs / "data" / "config" / "providers.yaml"
+    providers.write_text(
+        providers.read_text() + "  fast:\n    model: openai/gpt-4.1-mini\n    colour: blue\n"
+    )
+    TaskFactory(
+        team=main_team,
+        run_after=timezone.now() + timedelta(minutes=2),
+        defer_reason="provider unavailable: 503 from default",
+    )
+    card = _page(admin_client, reverse("admin:index")).split('id="dash-providers"')[1]
+    card = card.split("</section>")[0]
+    assert "All profiles usable." not in card
+    assert "profile &quot;fast&quot;" in card and "colour" in card
+    assert "1 task(s) waiting for a provider: provider unavailable: 503 from default" in card
