@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 
 from openhive.core.admin import ReadOnlyAdmin, ReadOnlyInline
 from openhive.core.errors import ProviderNotConfigured
@@ -44,12 +45,14 @@ class SessionAdmin(ReadOnlyAdmin):
         "team",
         "kind",
         "stop_reason",
+        "task_number",
         "turns",
         "tokens",
-        "cost_usd",
-        "started_at",
+        "cost",
+        "started",
     )
     list_filter = ("kind", "stop_reason", "team")
+    change_list_template = "admin/openhive/wide_change_list.html"
     list_select_related = ("team",)
     search_fields = ("team__name", "model", "provider_profile")
     date_hierarchy = "started_at"
@@ -115,6 +118,18 @@ class SessionAdmin(ReadOnlyAdmin):
     def tokens(self, obj: Session) -> int:
         return obj.prompt_tokens + obj.completion_tokens
 
+    @admin.display(description="task", ordering="task_id")
+    def task_number(self, obj: Session) -> str:
+        return f"#{obj.task_id}" if obj.task_id else "-"
+
+    @admin.display(description="cost", ordering="cost_usd")
+    def cost(self, obj: Session) -> str:
+        return f"${obj.cost_usd:.4f}"
+
+    @admin.display(description="started", ordering="started_at")
+    def started(self, obj: Session) -> str:
+        return timezone.localtime(obj.started_at).strftime("%Y-%m-%d %H:%M:%S")
+
     # Stored text is scrubbed when written; scrub again so a secret added later is hidden too.
     @admin.display(description="error")
     def error_text(self, obj: Session) -> str:
@@ -127,7 +142,21 @@ class SessionAdmin(ReadOnlyAdmin):
 
 @admin.register(LlmExchange)
 class LlmExchangeAdmin(ReadOnlyAdmin):
-    list_display = ("session", "turn", "finish_reason", "prompt_tokens", "completion_tokens")
+    list_display = (
+        "session_number",
+        "turn",
+        "kind",
+        "finish_reason",
+        "prompt_tokens",
+        "completion_tokens",
+        "latency_ms",
+    )
+    change_list_template = "admin/openhive/wide_change_list.html"
+
+    @admin.display(description="session", ordering="session_id")
+    def session_number(self, obj: LlmExchange) -> str:
+        return f"#{obj.session_id}"
+
     list_filter = ("finish_reason",)
     list_select_related = ("session",)
     search_fields = ("request_digest",)
@@ -135,8 +164,18 @@ class LlmExchangeAdmin(ReadOnlyAdmin):
 
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdmin):
-    list_display = ("team_name", "tool", "success", "duration_ms", "created_at", "session")
+    list_display = ("team_name", "tool", "success", "duration_ms", "created", "session_number")
     list_filter = ("tool", "success")
+    change_list_template = "admin/openhive/wide_change_list.html"
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: ToolCall) -> str:
+        return timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M:%S")
+
+    @admin.display(description="session", ordering="session_id")
+    def session_number(self, obj: ToolCall) -> str:
+        return f"#{obj.session_id}" if obj.session_id else "-"
+
     search_fields = ("team_name", "tool", "error")
     date_hierarchy = "created_at"
 

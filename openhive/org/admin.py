@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
+from django.utils import timezone
 
 from openhive.core.errors import DomainError
 from tasks.selectors import team_status
@@ -32,7 +33,7 @@ class TeamAdmin(admin.ModelAdmin):
         "bootstrapped",
         "keyword_list",
         "pending_tasks",
-        "created_at",
+        "created",
     )
     list_filter = ("status", "bootstrapped", ("parent", admin.RelatedOnlyFieldListFilter))
     search_fields = ("name", "description", "scope_keywords__keyword")
@@ -139,6 +140,10 @@ class TeamAdmin(admin.ModelAdmin):
     @admin.display(description="keywords")
     def keyword_list(self, obj: Team) -> str:
         return ", ".join(k.keyword for k in obj.scope_keywords.all())
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Team) -> str:
+        return timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M")
 
     @admin.display(description="pending tasks", ordering="pending")
     def pending_tasks(self, obj: Team) -> int:

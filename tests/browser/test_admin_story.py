@@ -242,3 +242,21 @@ def test_an_operator_reads_a_task_story_in_the_admin(story_provider, page, serve
     expect(page.locator("#team-tasks")).to_contain_text("Check the disks of the build servers")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     _shoot(page, shoot, "team", "admin-team.png")
+
+    # Every list an operator reads fits 1280 px, no column behind a horizontal scroll.
+    too_wide = []
+    for path in (
+        "/admin/engine/session/",
+        "/admin/engine/toolcall/",
+        "/admin/engine/llmexchange/",
+        "/admin/teams/team/",
+        "/admin/teams/teammessage/",
+        "/admin/triggers/triggerconfig/",
+    ):
+        page.goto(path)
+        table = page.locator("#result_list")
+        if page.evaluate("document.documentElement.scrollWidth") > 1280 or (
+            table.count() and table.evaluate("t => t.scrollWidth > t.parentElement.clientWidth")
+        ):
+            too_wide.append(path)
+    assert too_wide == []
