@@ -56,7 +56,7 @@ class Memory(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.team_id}:{self.key}"
+        return f"{self.team.name}:{self.key}"
 
     @property
     def status(self) -> str:

@@ -79,3 +79,41 @@ def _install_usage_page(site: admin.AdminSite) -> None:
 
 
 _install_usage_page(admin.site)
+
+
+# --- the index: a dashboard above the app list; django-q2's tables grouped as internal ---------
+
+INTERNAL_APPS = {"django_q": "Internal: job runner (django-q2)"}
+# What an operator looks at first comes first: the work, the org, the sessions.
+APP_ORDER = ("tasks", "teams", "engine", "chat", "triggers", "memory", "vault", "trust", "tools")
+
+
+def _install_dashboard(site: admin.AdminSite) -> None:
+    index = site.index
+    get_app_list = site.get_app_list
+
+    def dashboard_index(request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        from openhive.dashboard import dashboard
+
+        return index(request, {"dashboard": dashboard(), **(extra_context or {})})
+
+    def app_list(request: HttpRequest, app_label: str | None = None) -> list[dict]:
+        # django-q2 only executes `run_task(id)`; its rows are the runner's bookkeeping, not
+        # the queue (that is Tasks). Named as such and listed last.
+        apps = get_app_list(request, app_label)
+        ours = sorted(
+            (a for a in apps if a["app_label"] not in INTERNAL_APPS),
+            key=lambda a: (
+                APP_ORDER.index(a["app_label"]) if a["app_label"] in APP_ORDER else len(APP_ORDER)
+            ),
+        )
+        internal = [a for a in apps if a["app_label"] in INTERNAL_APPS]
+        for app in internal:
+            app["name"] = INTERNAL_APPS[app["app_label"]]
+        return ours + internal
+
+    site.index = dashboard_index  # type: ignore[method-assign]
+    site.get_app_list = app_list  # type: ignore[method-assign]
+
+
+_install_dashboard(admin.site)

@@ -122,6 +122,21 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# django-q2's cluster heartbeat (which clusters and worker processes are alive: the admin's
+# dashboard shows them) lives in a cache every process can read: Redis when there is one,
+# otherwise files under the run dir (one machine). Nothing else is cached there.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "cluster-stats": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(RUN_DIR / "cache" / "cluster-stats"),
+        }
+    ),
+}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -151,6 +166,7 @@ Q_CLUSTER = {
     "save_limit": 200,
     "ack_failures": True,
     "sync": env.bool("OPENHIVE_Q_SYNC", default=False),
+    "cache": "cluster-stats",
     "log_level": "WARNING",
 }
 

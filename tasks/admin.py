@@ -4,16 +4,33 @@ or cancel it with the list action."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+from django.utils import timezone
+from django.utils.html import format_html
 
 from openhive.core.errors import DomainError
-from openhive.core.scrubbing import scrub
+from openhive.core.scrubbing import scrub, scrub_data
 
 from .models import OrgOpLock, Task
 from .orchestration import task_requeue
 from .services import task_cancel
+from .story import FINISHED, task_story, task_title, task_tree, tree_root, tree_timeline
+
+# How much of a task's text and result a list row shows.
+LIST_CHARS = 90
+
+
+def _short(text: str) -> str:
+    text = " ".join(scrub(text).split())
+    return text if len(text) <= LIST_CHARS else text[: LIST_CHARS - 1] + "…"
 
 
 @admin.register(Task)
@@ -22,12 +39,13 @@ class TaskAdmin(admin.ModelAdmin):
         "id",
         "team",
         "type",
-        "priority",
         "status",
-        "stop_reason",
-        "created_at",
-        "duration_ms",
+        "short_text",
+        "short_result",
+        "created",
+        "duration",
     )
+    change_list_template = "admin/tasks/task/change_list.html"
     list_filter = (
         "status",
         "type",
@@ -44,9 +62,7 @@ class TaskAdmin(admin.ModelAdmin):
         "type",
         "priority",
         "status",
-        "task_text",
-        "task_result",
-        "options",
+        "task_options",
         "source_channel",
         "topic",
         "correlation_id",
@@ -62,19 +78,90 @@ class TaskAdmin(admin.ModelAdmin):
         "stop_reason",
     )
     readonly_fields = tuple(f for f in fields if f != "priority")
+    change_form_template = "admin/tasks/task/change_form.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # New work enters through delegation (chat, API, `manage.py openhive delegate`).
         return False
 
-    # A task may quote a secret it was given; the page never shows it.
+    def has_change_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        # A finished task is history: its page has no save button and refuses a POST.
+        if obj is not None and obj.status in FINISHED:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        # History, like sessions and the audit: kept whole (its sessions point at it).
+        if obj is not None and obj.status in FINISHED:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        task = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if task is not None:
+            extra.update(
+                title=task_title(task),
+                subtitle=None,
+                story=task_story(task),
+                # A task may quote a secret it was given; the page never shows it.
+                text=scrub(task.text),
+                result=scrub(task.result),
+            )
+        return super().change_view(request, object_id, form_url, extra)
+
+    def get_urls(self) -> list[URLPattern]:
+        tree = path(
+            "<int:task_id>/tree/",
+            self.admin_site.admin_view(self.tree_view),
+            name="tasks_task_tree",
+        )
+        return [tree, *super().get_urls()]
+
+    def tree_view(self, request: HttpRequest, task_id: int) -> HttpResponse:
+        """The whole tree the task belongs to, from its root, with a timeline of sessions."""
+        task = get_object_or_404(Task.objects.select_related("team"), pk=task_id)
+        root = tree_root(task)
+        top, nodes = task_tree(root)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Tree of {task_title(root)}",
+            "opts": self.model._meta,
+            "task": task,
+            "root": top,
+            "nodes": nodes,
+            "timeline": tree_timeline(nodes),
+        }
+        return TemplateResponse(request, "admin/tasks/task/tree.html", context)
+
+    @admin.display(description="options")
+    def task_options(self, obj: Task) -> str:
+        shown = json.dumps(scrub_data(obj.options), indent=2, sort_keys=True, default=str)
+        return format_html('<pre class="oh-code">{}</pre>', shown)
+
     @admin.display(description="text")
-    def task_text(self, obj: Task) -> str:
-        return scrub(obj.text)
+    def short_text(self, obj: Task) -> str:
+        return _short(obj.text)
 
     @admin.display(description="result")
-    def task_result(self, obj: Task) -> str:
-        return scrub(obj.result)
+    def short_result(self, obj: Task) -> str:
+        return _short(obj.result)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Task) -> str:
+        return timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M")
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def duration(self, obj: Task) -> str:
+        if obj.duration_ms is None:
+            return "-"
+        return f"{obj.duration_ms / 1000:.1f} s"
 
     @admin.action(description="Cancel selected tasks", permissions=["change"])
     def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:

@@ -69,7 +69,8 @@ class Task(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"#{self.pk} {self.team_id}:{self.type} [{self.status}]"
+        # What an operator reads in the admin's titles and links: never a bare team id.
+        return f"Task #{self.pk} · {self.team.name} · {self.type} · {self.status}"
 
     @property
     def priority_name(self) -> str:
@@ -87,4 +88,4 @@ class OrgOpLock(models.Model):
     expires_at = models.DateTimeField()
 
     def __str__(self) -> str:
-        return f"{self.team_id}: {self.operation} by {self.holder}"
+        return f"{self.team.name}: {self.operation} by {self.holder}"

@@ -69,7 +69,7 @@ class TriggerConfig(models.Model):
         constraints = [models.UniqueConstraint(fields=["team", "name"], name="uniq_trigger_name")]
 
     def __str__(self) -> str:
-        return f"{self.team_id}/{self.name} ({self.type}, {self.state})"
+        return f"{self.team.name}/{self.name} ({self.type}, {self.state})"
 
 
 class TriggerEvent(models.Model):

@@ -20,4 +20,4 @@ class VaultEntry(models.Model):
         constraints = [models.UniqueConstraint(fields=["team", "key"], name="uniq_vault_key")]
 
     def __str__(self) -> str:
-        return f"{self.team_id}:{self.key}{' (secret)' if self.is_secret else ''}"
+        return f"{self.team.name}:{self.key}{' (secret)' if self.is_secret else ''}"

@@ -69,7 +69,10 @@ class Session(models.Model):
         ordering = ["-started_at", "-id"]
 
     def __str__(self) -> str:
-        return f"session #{self.pk} {self.team_id} {self.stop_reason or 'running'}"
+        # What an operator reads in the admin's titles and links: never a bare team id.
+        return (
+            f"Session #{self.pk} · {self.team.name} · {self.kind} · {self.stop_reason or 'running'}"
+        )
 
 
 class LlmExchange(models.Model):

@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -22,6 +23,7 @@ from teams.models import MAIN_TEAM, Team
 from teams.selectors import PENDING
 from teams.skills import skills_summary
 
+from .selectors import team_page
 from .services import team_shutdown
 
 
@@ -34,7 +36,7 @@ class TeamAdmin(admin.ModelAdmin):
         "bootstrapped",
         "keyword_list",
         "pending_tasks",
-        "created_at",
+        "created",
     )
     list_filter = ("status", "bootstrapped", ("parent", admin.RelatedOnlyFieldListFilter))
     search_fields = ("name", "description", "scope_keywords__keyword")
@@ -62,6 +64,20 @@ class TeamAdmin(admin.ModelAdmin):
     inlines = (ScopeKeywordInline,)
     actions = ("shutdown_teams",)
     change_list_template = "admin/teams/team/change_list.html"
+    change_form_template = "admin/teams/team/change_form.html"
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        team = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if team is not None:
+            extra.update(title=f"Team {team.name}", subtitle=None, page=team_page(team))
+        return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="config.yaml")
     def config_problem(self, team: Team) -> str:
@@ -147,6 +163,10 @@ class TeamAdmin(admin.ModelAdmin):
     @admin.display(description="keywords")
     def keyword_list(self, obj: Team) -> str:
         return ", ".join(k.keyword for k in obj.scope_keywords.all())
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Team) -> str:
+        return timezone.localtime(obj.created_at).strftime("%Y-%m-%d %H:%M")
 
     @admin.display(description="pending tasks", ordering="pending")
     def pending_tasks(self, obj: Team) -> int:

@@ -21,7 +21,7 @@ class RateLimitBucket(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.team_id}:{self.key}"
+        return f"{self.team.name}:{self.key}"
 
 
 class ReachCall(ToolCall):
