@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.utils import timezone
 
 from openhive.core.errors import DomainError
 from openhive.core.text import UnstorableText, check_storable
@@ -195,7 +196,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if event.get("event") == "delta":
                 message = {"type": "delta", "topic_id": topic_id, "content": event["content"]}
             else:
-                message = {"type": "event", "topic_id": topic_id, **event}
+                message = {"type": "event", "topic_id": topic_id, "at": _now(), **event}
             asyncio.run_coroutine_threadsafe(self.send_json(message), loop)
 
         try:
@@ -268,6 +269,7 @@ def _turn_payload(result: TurnResult) -> dict:
             "topic_id": result.topic.pk,
             "topic_name": result.topic.name,
             "content": result.content,
+            "at": _now(),
         }
     return {
         "type": "error",
@@ -275,16 +277,31 @@ def _turn_payload(result: TurnResult) -> dict:
         "message": result.error,
         "topic_id": result.topic.pk,
         "topic_name": result.topic.name,
+        "at": _now(),
     }
 
 
+def _now() -> str:
+    return timezone.now().isoformat()
+
+
 def _outbox_payload(item) -> dict:
+    """A delivery as the socket sends it: `type` stays `notification` (or `response`) for
+    clients that know only those; `kind` says result, notification or escalation, and
+    `message_id` is the stored copy in the history (so a client can skip what it has)."""
     topic: Topic | None = item.topic
+    message = item.message
     payload = {
-        "type": item.kind,
+        "type": "response" if item.kind == "response" else "notification",
+        "kind": item.kind,
         "team": item.team_name,
-        "content": item.content,
+        # The stored copy has the "[team] " tag removed: `team` names the sender.
+        "content": message.content if message is not None else item.content,
         "topic_id": topic.pk if topic else None,
+        "task_id": item.task_id,
+        "task_status": message.task_status if message is not None else "",
+        "message_id": message.pk if message is not None else None,
+        "at": (message.created_at if message is not None else item.created_at).isoformat(),
     }
     if topic is not None:
         payload["topic_name"] = topic.name
