@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.urls import reverse
 from django.utils import timezone
 
 from openhive.core.errors import DomainError
@@ -76,12 +77,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _identify(self) -> Sender | None:
         """A verified sender (session or API token), or an id the client asserts where the
         policy allows it (namespaced `anon:`, so it can never pass for a real user)."""
+        self.is_staff = False
         user = self.scope.get("user")
         query = parse_qs(self.scope.get("query_string", b"").decode(errors="replace"))
         if user is None or not user.is_authenticated:
             token = (query.get("token") or [""])[0]
             user = await db(api_token_authenticate)(token) if token else None
         if user is not None:
+            # Staff get a link to a result's task in the admin; nobody else could open it.
+            self.is_staff = bool(user.is_staff)
             return Sender(
                 channel_id=selectors.user_channel_id(user.pk), sender_id=user.get_username()
             )
@@ -249,7 +253,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 if not claimed:
                     continue
                 try:
-                    await self.send_json(_outbox_payload(item))
+                    await self.send_json(_outbox_payload(item, staff=self.is_staff))
                 except Exception:
                     await db(services.outbox_unmark_delivered)(ids=[item.pk])
                     raise
@@ -285,7 +289,7 @@ def _now() -> str:
     return timezone.now().isoformat()
 
 
-def _outbox_payload(item) -> dict:
+def _outbox_payload(item, *, staff: bool = False) -> dict:
     """A delivery as the socket sends it: `type` stays `notification` (or `response`) for
     clients that know only those; `kind` says result, notification or escalation, and
     `message_id` is the stored copy in the history (so a client can skip what it has)."""
@@ -305,6 +309,8 @@ def _outbox_payload(item) -> dict:
     }
     if topic is not None:
         payload["topic_name"] = topic.name
+    if staff and item.task_id is not None:
+        payload["task_url"] = reverse("admin:tasks_task_change", args=[item.task_id])
     return payload
 
 
