@@ -107,3 +107,31 @@ def test_results_events_and_failures_survive_a_reload(page, shoot):
     assert all(page.locator("#thread li time").evaluate_all("els => els.map(e => !!e.dateTime)"))
     expect(page.locator("#thread")).not_to_contain_text("[ops]")
     shoot(page, "after-reload")
+
+
+def test_the_notifications_panel_holds_what_arrived_outside_the_open_topic(page, shoot):
+    log_in(page)
+    thread = page.locator("#thread")
+    notes = page.locator("#notes")
+    topics = page.get_by_role("navigation", name="Topics")
+    send(page, "spawn a team called ops")
+    expect(thread).to_contain_text("Team bootstrapped and ready.")
+    expect(notes.locator("li")).to_have_count(0)  # it is in the open thread: shown once
+
+    page.get_by_role("button", name="+ New topic").click()
+    send(page, "ask ops to check the disks")
+    expect(thread.locator("li.delivery.result")).to_contain_text("All build servers")
+    # The other topic's notice is in the panel, with a way to open its topic.
+    expect(notes.locator("li")).to_have_count(1)
+    expect(notes).to_contain_text("Notification from ops")
+    expect(notes.get_by_role("button", name="in spawn a team called ops")).to_be_visible()
+    send(page, "spawn a team called ops")  # fails: the team exists
+    expect(thread.locator("li.event.failed")).to_contain_text('team "ops" already exists')
+    expect(thread).to_contain_text("being set up")
+    shoot(page, "panel")
+
+    notes.get_by_role("button", name="in spawn a team called ops").click()
+    expect(page.get_by_role("heading", name="spawn a team called ops")).to_be_visible()
+    expect(notes).to_contain_text("All build servers")  # now the other topic's result is here
+    expect(notes).not_to_contain_text("Team bootstrapped")
+    expect(topics.get_by_role("listitem")).to_have_count(2)

@@ -52,7 +52,7 @@
     const m = document.createElement("span");
     m.className = "meta";
     for (const part of [].concat(meta)) {
-      if (part) m.append(part, " ");
+      if (part) m.append(part);
     }
     m.append(clock(at));
     li.appendChild(m);
