@@ -135,3 +135,29 @@ def test_the_notifications_panel_holds_what_arrived_outside_the_open_topic(page,
     expect(notes).to_contain_text("All build servers")  # now the other topic's result is here
     expect(notes).not_to_contain_text("Team bootstrapped")
     expect(topics.get_by_role("listitem")).to_have_count(2)
+
+
+def test_a_reconnect_keeps_the_thread_and_shows_each_delivery_once(page, shoot):
+    sockets = []
+
+    def through(ws) -> None:  # the page's socket, passed on to the server, closable by the test
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r"/ws/chat/$"), through)
+    log_in(page)
+    thread = page.locator("#thread")
+    send(page, "spawn a team called ops")
+    expect(thread.locator("li.delivery")).to_contain_text("Team bootstrapped and ready.")
+    send(page, "ask ops to check the disks")
+    expect(thread.locator("li.delivery.result")).to_contain_text("All build servers")
+    before = thread.locator("li.delivery").all_inner_texts()
+
+    sockets[-1].close(code=1012, reason="test restart")  # the connection drops
+    expect(page.get_by_role("status")).to_contain_text("Disconnected (test restart)")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    assert len(sockets) == 2
+    expect(thread.locator("li.delivery")).to_have_count(2)
+    assert thread.locator("li.delivery").all_inner_texts() == before
+    expect(thread.locator("li.event.failed")).to_have_count(0)
+    shoot(page, "after-reconnect")
