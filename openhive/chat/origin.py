@@ -76,14 +76,18 @@ CLOSE_ORIGIN_NOT_ALLOWED = 4403
 CLOSE_NOT_FOUND = 4404
 
 
+def _shown(header: str) -> str:
+    return header if header and len(header) <= 200 else ("none" if not header else "(too long)")
+
+
 def origin_refusal(origin: str, host: str) -> dict:
-    shown = origin if origin and len(origin) <= 200 else ("none" if not origin else "(too long)")
+    shown = _shown(origin)
     return {
         "type": "error",
         "code": "origin_not_allowed",
         "message": (
             f"this socket only opens for pages of the server's own origin (Origin: {shown}, "
-            f"Host: {host or 'none'}): a script must send the Origin header of the server it "
+            f"Host: {_shown(host)}): a script must send the Origin header of the server it "
             "connects to (e.g. origin='http://127.0.0.1:8000'), or the operator adds its "
             "origin to CSRF_TRUSTED_ORIGINS"
         ),

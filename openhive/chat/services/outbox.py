@@ -27,6 +27,7 @@ def channel_group(channel_id: str) -> str:
     return "outbox-" + hashlib.sha256(channel_id.encode()).hexdigest()[:32]
 
 
+@transaction.atomic
 def outbox_put(
     *,
     channel_id: str,
