@@ -13,10 +13,11 @@ from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, URLResolver
 from ninja import Field, NinjaAPI, Query, Router, Schema, Status
+from ninja.errors import AuthenticationError
 
 from memory.api import router as memories_router
 from memory.embeddings import search_mode as memory_search_mode
-from openhive.api_auth import api_auth, docs_guard, member_auth
+from openhive.api_auth import api_auth, docs_guard, member_auth, unauthorized_response
 from openhive.chat.api import router as topics_router
 from openhive.config_report import config_problems
 from openhive.core.api import Instant
@@ -167,6 +168,12 @@ _DOMAIN_STATUS: list[tuple[type[DomainError], int]] = [
     (Conflict, 409),
     (NotAllowed, 403),
 ]
+
+
+@api.exception_handler(AuthenticationError)
+def not_authenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    # Ninja's bare "Unauthorized" does not say what to send.
+    return unauthorized_response(request)
 
 
 @api.exception_handler(DomainError)

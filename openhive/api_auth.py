@@ -39,6 +39,38 @@ class BearerTokenAuth(HttpBearer):
         return identity.user
 
 
+def unauthorized_detail(request: HttpRequest) -> dict:
+    """The 401 answer: what to send, and (when a credential came) why it did not count. The
+    token itself is never echoed."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.strip().partition(" ")
+    if header and scheme.lower() == "bearer" and value.strip():
+        detail = (
+            "this API token is not valid (unknown, revoked or expired); create one with "
+            "`manage.py openhive token create <user>`"
+        )
+        code = "invalid_token"
+    elif header:
+        detail = (
+            "the Authorization header must be `Authorization: Bearer <token>` "
+            "(create a token with `manage.py openhive token create <user>`)"
+        )
+        code = "bad_authorization_header"
+    else:
+        detail = (
+            "not authenticated: send `Authorization: Bearer <token>` (create a token with "
+            "`manage.py openhive token create <user>`), or log in to the admin as a staff user"
+        )
+        code = "not_authenticated"
+    return {"detail": detail, "code": code}
+
+
+def unauthorized_response(request: HttpRequest) -> JsonResponse:
+    response = JsonResponse(unauthorized_detail(request), status=401)
+    response["WWW-Authenticate"] = 'Bearer realm="openhive"'
+    return response
+
+
 def _is_staff(user: Any) -> bool:
     return bool(
         user is not None
@@ -94,7 +126,7 @@ def docs_guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
             return view(request, *args, **kwargs)
         if "text/html" in request.headers.get("Accept", ""):
             return redirect_to_login(request.get_full_path())
-        return JsonResponse({"detail": "Unauthorized"}, status=401)
+        return unauthorized_response(request)
 
     # Read-only pages: other methods are refused above, with JSON rather than Django's CSRF page.
     wrapper.csrf_exempt = True  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
+from openhive.chat.models import OutboxMessage
 from openhive.chat.services import outbox_put
 from openhive.core.jobs import clock_job
 from teams.models import TeamMessage
@@ -103,5 +104,7 @@ def _escalate(task: Task, age: timedelta) -> int:
                 team_name=task.team.name,
                 content=f"[{task.team.name}] Stalled: {text}",
                 task_id=task.pk,
+                kind=OutboxMessage.Kind.ESCALATION,
+                task_status=task.status,
             )
     return 1

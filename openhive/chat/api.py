@@ -45,12 +45,16 @@ class TopicFilters(Schema):
 
 class MessageOut(Schema):
     id: int
+    # user, assistant, or what reached the person from a team: result, notification, escalation
     role: str
     sender_id: str
     sender_asserted: bool
     content: str
     trust_decision: str
     in_reply_to: int | None
+    team: str
+    task_id: int | None
+    task_status: str
     created_at: datetime
 
 
@@ -71,7 +75,11 @@ def topics_list(request: HttpRequest, filters: Query[TopicFilters]) -> list[Topi
     return list(rows[filters.offset : filters.offset + filters.limit])
 
 
-@router.get("/{topic_id}/messages", response=list[MessageOut], summary="A topic's messages")
+@router.get(
+    "/{topic_id}/messages",
+    response=list[MessageOut],
+    summary="A topic's messages, results and notifications, in order",
+)
 def topic_messages(request: HttpRequest, topic_id: int, filters: Query[MessageFilters]) -> list:
     topics = Topic.objects.filter(pk=topic_id)
     own = _own_channel(request)
@@ -90,6 +98,9 @@ def topic_messages(request: HttpRequest, topic_id: int, filters: Query[MessageFi
             "content": scrub(m.content),
             "trust_decision": m.trust_decision,
             "in_reply_to": m.in_reply_to_id,
+            "team": m.team_name,
+            "task_id": m.task_id,
+            "task_status": m.task_status,
             "created_at": m.created_at,
         }
         for m in reversed(rows)

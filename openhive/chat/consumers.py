@@ -16,6 +16,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.urls import reverse
+from django.utils import timezone
 
 from openhive.core.errors import DomainError
 from openhive.core.text import UnstorableText, check_storable
@@ -75,12 +77,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _identify(self) -> Sender | None:
         """A verified sender (session or API token), or an id the client asserts where the
         policy allows it (namespaced `anon:`, so it can never pass for a real user)."""
+        self.is_staff = False
         user = self.scope.get("user")
         query = parse_qs(self.scope.get("query_string", b"").decode(errors="replace"))
         if user is None or not user.is_authenticated:
             token = (query.get("token") or [""])[0]
             user = await db(api_token_authenticate)(token) if token else None
         if user is not None:
+            # Staff get a link to a result's task in the admin; nobody else could open it.
+            self.is_staff = bool(user.is_staff)
             return Sender(
                 channel_id=selectors.user_channel_id(user.pk), sender_id=user.get_username()
             )
@@ -195,7 +200,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if event.get("event") == "delta":
                 message = {"type": "delta", "topic_id": topic_id, "content": event["content"]}
             else:
-                message = {"type": "event", "topic_id": topic_id, **event}
+                message = {"type": "event", "topic_id": topic_id, "at": _now(), **event}
             asyncio.run_coroutine_threadsafe(self.send_json(message), loop)
 
         try:
@@ -248,7 +253,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 if not claimed:
                     continue
                 try:
-                    await self.send_json(_outbox_payload(item))
+                    await self.send_json(_outbox_payload(item, staff=self.is_staff))
                 except Exception:
                     await db(services.outbox_unmark_delivered)(ids=[item.pk])
                     raise
@@ -268,6 +273,7 @@ def _turn_payload(result: TurnResult) -> dict:
             "topic_id": result.topic.pk,
             "topic_name": result.topic.name,
             "content": result.content,
+            "at": _now(),
         }
     return {
         "type": "error",
@@ -275,19 +281,36 @@ def _turn_payload(result: TurnResult) -> dict:
         "message": result.error,
         "topic_id": result.topic.pk,
         "topic_name": result.topic.name,
+        "at": _now(),
     }
 
 
-def _outbox_payload(item) -> dict:
+def _now() -> str:
+    return timezone.now().isoformat()
+
+
+def _outbox_payload(item, *, staff: bool = False) -> dict:
+    """A delivery as the socket sends it: `type` stays `notification` (or `response`) for
+    clients that know only those; `kind` says result, notification or escalation, and
+    `message_id` is the stored copy in the history (so a client can skip what it has)."""
     topic: Topic | None = item.topic
+    message = item.message
     payload = {
-        "type": item.kind,
+        "type": "response" if item.kind == "response" else "notification",
+        "kind": item.kind,
         "team": item.team_name,
-        "content": item.content,
+        # The stored copy has the "[team] " tag removed: `team` names the sender.
+        "content": message.content if message is not None else item.content,
         "topic_id": topic.pk if topic else None,
+        "task_id": item.task_id,
+        "task_status": message.task_status if message is not None else "",
+        "message_id": message.pk if message is not None else None,
+        "at": (message.created_at if message is not None else item.created_at).isoformat(),
     }
     if topic is not None:
         payload["topic_name"] = topic.name
+    if staff and item.task_id is not None:
+        payload["task_url"] = reverse("admin:tasks_task_change", args=[item.task_id])
     return payload
 
 

@@ -28,11 +28,19 @@ class Topic(models.Model):
 class Message(models.Model):
     """A chat message, inbound from a person or outbound from the main agent. An inbound message
     carries the trust gate's decision; it has no topic while it waits for routing, and never
-    gets one when the gate refused it (so it can never reach a prompt)."""
+    gets one when the gate refused it (so it can never reach a prompt).
+
+    Everything else that reached the person through the outbox (a team's result, a notification,
+    an escalation) is stored here too, with the team and the task, so a topic's history is the
+    whole conversation. Such a delivery without a topic belongs to the channel's notifications.
+    Only user and assistant messages go into the model's history (`CONVERSATION_ROLES`)."""
 
     class Role(models.TextChoices):
         USER = "user"
         ASSISTANT = "assistant"
+        RESULT = "result"
+        NOTIFICATION = "notification"
+        ESCALATION = "escalation"
 
     topic = models.ForeignKey(
         Topic, null=True, blank=True, on_delete=models.CASCADE, related_name="messages"
@@ -40,8 +48,13 @@ class Message(models.Model):
     channel_id = models.CharField(max_length=200, db_index=True)
     sender_id = models.CharField(max_length=200, blank=True, default="")
     sender_asserted = models.BooleanField(default=False)
-    role = models.CharField(max_length=10, choices=Role.choices)
+    role = models.CharField(max_length=20, choices=Role.choices)
     content = models.TextField()
+    # Deliveries only: which team sent it, for which task (by id: chat sits below the queue),
+    # and the task's status when it was delivered.
+    team_name = models.CharField(max_length=64, blank=True, default="")
+    task_id = models.BigIntegerField(null=True, blank=True)
+    task_status = models.CharField(max_length=20, blank=True, default="")
     # An answer points at the message it answers: turns of one topic may interleave in storage
     # (later messages arrive while an earlier turn runs), history is rebuilt question, answer.
     in_reply_to = models.ForeignKey(
@@ -58,6 +71,9 @@ class Message(models.Model):
         return f"{self.role}: {self.content[:40]}"
 
 
+CONVERSATION_ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
+
+
 class OutboxMessage(models.Model):
     """Something produced away from the socket (a worker's result, a bootstrap notice) that must
     reach a chat channel. Written in the same transaction as the result; delivered when a socket
@@ -66,6 +82,8 @@ class OutboxMessage(models.Model):
     class Kind(models.TextChoices):
         NOTIFICATION = "notification"
         RESPONSE = "response"
+        RESULT = "result"
+        ESCALATION = "escalation"
 
     channel_id = models.CharField(max_length=200)
     topic = models.ForeignKey(
@@ -76,6 +94,10 @@ class OutboxMessage(models.Model):
     content = models.TextField()
     # The task whose result this is, by id: chat sits below the queue and knows no Task model.
     task_id = models.BigIntegerField(null=True, blank=True)
+    # The same delivery as a stored chat message (written together): what history shows.
+    message = models.OneToOneField(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="outbox_item"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
 

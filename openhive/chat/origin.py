@@ -2,14 +2,19 @@
 the host name, so a page on another port or scheme of the same host (another local service,
 plain http beside https) could drive a logged-in user's socket. Here the whole origin counts:
 scheme, host and port must be the server's own (the request's Host header), or listed in
-CSRF_TRUSTED_ORIGINS, as Django's CSRF check does for forms."""
+CSRF_TRUSTED_ORIGINS, as Django's CSRF check does for forms.
+
+A refused socket is told why: a bare HTTP 403 on the handshake reaches no browser script (and
+most clients only say "403"). So the handshake is accepted, one `error` frame says what was
+wrong, and the socket is closed with 4403 and a reason. Nothing else happens on it: no
+identity is looked up and the application never sees it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import validate_host
 
@@ -63,5 +68,38 @@ class SameOriginValidator:
             origin = headers.get(b"origin", b"").decode("latin1")
             host = headers.get(b"host", b"").decode("latin1")
             if not origin_allowed(origin, host, scope.get("scheme", "ws")):
-                return await WebsocketDenier()(scope, receive, send)
+                return await refuse(send, receive, origin_refusal(origin, host))
         return await self.application(scope, receive, send)
+
+
+CLOSE_ORIGIN_NOT_ALLOWED = 4403
+CLOSE_NOT_FOUND = 4404
+
+
+def _shown(header: str) -> str:
+    return header if header and len(header) <= 200 else ("none" if not header else "(too long)")
+
+
+def origin_refusal(origin: str, host: str) -> dict:
+    shown = _shown(origin)
+    return {
+        "type": "error",
+        "code": "origin_not_allowed",
+        "message": (
+            f"this socket only opens for pages of the server's own origin (Origin: {shown}, "
+            f"Host: {_shown(host)}): a script must send the Origin header of the server it "
+            "connects to (e.g. origin='http://127.0.0.1:8000'), or the operator adds its "
+            "origin to CSRF_TRUSTED_ORIGINS"
+        ),
+        "close_code": CLOSE_ORIGIN_NOT_ALLOWED,
+    }
+
+
+async def refuse(send: Any, receive: Any, error: dict) -> None:
+    """Accept, send one `error` frame, close with the error's code and a short reason."""
+    message = await receive()
+    if message.get("type") != "websocket.connect":
+        return
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.send", "text": json.dumps(error)})
+    await send({"type": "websocket.close", "code": error["close_code"], "reason": error["code"]})

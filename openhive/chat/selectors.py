@@ -1,6 +1,7 @@
 from openhive.core.errors import NotFound
+from openhive.engine.models import Session, ToolCall
 
-from .models import Message, OutboxMessage, Topic
+from .models import CONVERSATION_ROLES, Message, OutboxMessage, Topic
 
 
 def user_channel_id(user_id: int) -> str:
@@ -15,7 +16,7 @@ IN_CHUNK = 500
 def outbox_undelivered(*, channel_id: str, limit: int = 100) -> list[OutboxMessage]:
     return list(
         OutboxMessage.objects.filter(channel_id=channel_id, delivered_at__isnull=True)
-        .select_related("topic")
+        .select_related("topic", "message")
         .order_by("id")[:limit]
     )
 
@@ -39,7 +40,9 @@ def topic_history(*, topic: Topic, limit: int, before_id: int | None = None) -> 
     history is always rebuilt from what is stored, so a restart loses nothing. With
     `before_id`, messages that arrived after that one (still waiting for their turn) are left
     out."""
-    rows = Message.objects.filter(topic=topic)
+    # Deliveries (results, notifications) are the person's view; the model's history is the
+    # conversation it took part in.
+    rows = Message.objects.filter(topic=topic, role__in=CONVERSATION_ROLES)
     if before_id is not None:
         rows = rows.exclude(role=Message.Role.USER, pk__gte=before_id)
     last = list(rows.order_by("-id")[:limit])
@@ -48,7 +51,22 @@ def topic_history(*, topic: Topic, limit: int, before_id: int | None = None) -> 
 
 
 def topic_messages(*, topic: Topic, limit: int = 200) -> list[Message]:
-    return list(reversed(Message.objects.filter(topic=topic).order_by("-id")[:limit]))
+    rows = Message.objects.filter(topic=topic).select_related("topic")
+    return list(reversed(rows.order_by("-id")[:limit]))
+
+
+def channel_deliveries(*, channel_id: str, limit: int = 50) -> list[Message]:
+    """The latest results, notifications and escalations that reached a channel, any topic or
+    none, oldest first: the page's notifications panel."""
+    rows = Message.objects.filter(channel_id=channel_id).exclude(role__in=CONVERSATION_ROLES)
+    return list(reversed(rows.select_related("topic").order_by("-id")[:limit]))
+
+
+def topic_tool_calls(*, topic: Topic, limit: int = 200) -> list[ToolCall]:
+    """The main agent's tool calls in a topic's turns (from the audit), oldest first, so a
+    reloaded thread still shows what the agent did and what failed."""
+    rows = ToolCall.objects.filter(session__topic=topic, session__kind=Session.Kind.CHAT)
+    return list(reversed(rows.order_by("-id")[:limit]))
 
 
 def topic_get(*, topic_id: int) -> Topic | None:

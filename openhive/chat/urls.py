@@ -9,4 +9,5 @@ urlpatterns = [
     path("login/", views.ChatLoginView.as_view(), name="login"),
     path("logout/", views.ChatLogoutView.as_view(), name="logout"),
     path("topics/<int:topic_id>/messages/", views.topic_history_json, name="topic-history"),
+    path("notifications/", views.notifications_json, name="notifications"),
 ]

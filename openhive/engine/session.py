@@ -323,7 +323,12 @@ class _Loop:
         ):
             result = self.tool_runner(self.ctx, name, arguments)
             span.set_attribute("openhive.success", bool(result.get("success")))
-        self.emit({"event": "tool_result", "name": name, "success": result["success"]})
+        event = {"event": "tool_result", "name": name, "success": result["success"]}
+        if not result["success"]:
+            # The person watching sees why it failed, as the model does (secrets replaced).
+            event["error"] = get_scrubber().text(str(result.get("error", "")))[:1000]
+            event["code"] = str(result.get("code", ""))
+        self.emit(event)
         return {
             "role": "tool",
             "tool_call_id": call["id"],

@@ -7,6 +7,7 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from openhive.chat.models import OutboxMessage
 from openhive.chat.services import outbox_put
 from openhive.core.context import ToolContext
 from openhive.core.errors import DomainError
@@ -221,5 +222,7 @@ def escalate(ctx: ToolContext, args: EscalateArgs) -> dict:
         topic_id=ctx.topic_id,
         team_name=ctx.team.name,
         content=f"[{ctx.team.name}] Escalation{reason}: {args.message}",
+        task_id=ctx.task_id,
+        kind=OutboxMessage.Kind.ESCALATION,
     )
     return {"correlation_id": correlation_id, "notification_only": True, "delivered_to": "user"}

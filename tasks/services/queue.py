@@ -14,6 +14,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from openhive.chat.models import OutboxMessage
 from openhive.chat.services import outbox_put
 from openhive.core.db import reconnecting
 from openhive.core.errors import Conflict, DomainError, NotFound
@@ -238,7 +239,9 @@ def _notify(task: Task) -> None:
     if not task.source_channel or task.type == Task.Type.TRIGGER:
         return
     team = task.team.name
+    kind = OutboxMessage.Kind.RESULT
     if task.type == Task.Type.BOOTSTRAP:
+        kind = OutboxMessage.Kind.NOTIFICATION
         if task.status == Task.Status.DONE:
             content = f"[{team}] Team bootstrapped and ready."
         else:
@@ -253,6 +256,8 @@ def _notify(task: Task) -> None:
         team_name=team,
         content=content,
         task_id=task.pk,
+        kind=kind,
+        task_status=task.status,
     )
 
 

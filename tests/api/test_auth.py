@@ -16,7 +16,9 @@ CSRF = "a" * 32  # any 32 alphanumerics form a valid CSRF secret
 def test_tasks_list_without_token_is_401():
     response = Client().get("/api/v1/tasks")
     assert response.status_code == 401
-    assert response.json() == {"detail": "Unauthorized"}
+    assert response.json()["code"] == "not_authenticated"
+    assert "Authorization: Bearer <token>" in response.json()["detail"]
+    assert response["WWW-Authenticate"].startswith("Bearer")
 
 
 @pytest.mark.parametrize(
@@ -27,6 +29,14 @@ def test_teams_list_with_invalid_authorization_is_401(header):
     response = Client(HTTP_AUTHORIZATION=header).get("/api/v1/teams")
     assert response.status_code == 401
     assert "detail" in response.json()
+
+
+def test_a_401_says_why_the_credential_did_not_count_without_echoing_it():
+    unknown = Client(HTTP_AUTHORIZATION="Bearer ohk_not-a-real-token").get("/api/v1/teams")
+    assert unknown.json()["code"] == "invalid_token" and "ohk_not" not in unknown.content.decode()
+    wrong_scheme = Client(HTTP_AUTHORIZATION="Token ohk_x").get("/api/v1/teams")
+    assert wrong_scheme.json()["code"] == "bad_authorization_header"
+    assert "Authorization: Bearer <token>" in wrong_scheme.json()["detail"]
 
 
 def test_revoked_token_is_401(api_token, api_client):

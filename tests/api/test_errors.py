@@ -65,7 +65,9 @@ def test_domain_errors_map_to_their_status(api_client, monkeypatch, error, statu
 def test_openapi_schema_without_credentials_is_401():
     response = Client().get("/api/v1/openapi.json")
     assert response.status_code == 401
-    assert response.json() == {"detail": "Unauthorized"}
+    assert response.json()["code"] == "not_authenticated"
+    assert "Authorization: Bearer <token>" in response.json()["detail"]
+    assert response["WWW-Authenticate"].startswith("Bearer")
 
 
 def test_docs_page_sends_a_browser_without_session_to_the_admin_login():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -36,14 +38,16 @@ def test_chat_page_needs_a_login(page, shoot):
 def test_two_topics_a_response_and_a_worker_notification(page, shoot):
     log_in(page)
     thread = page.get_by_role("log").first
-    notes = page.locator("#notes")
     topics = page.get_by_role("navigation", name="Topics")
 
     send(page, "spawn a team called ops")
     expect(thread).to_contain_text("The ops team is being set up")
     expect(topics.get_by_role("button", name="spawn a team called ops")).to_be_visible()
-    # The bootstrap task ran on a django-q2 worker; its result came through the outbox.
-    expect(notes).to_contain_text("[ops] Team bootstrapped and ready.")
+    # The bootstrap task ran on a django-q2 worker; its result came through the outbox, into
+    # the topic that asked for it, naming the team once (no "[ops]" tag beside "from ops").
+    expect(thread).to_contain_text("Team bootstrapped and ready.")
+    expect(thread.locator("li.delivery").first).to_contain_text("Notification from ops")
+    expect(thread).not_to_contain_text("[ops]")
     shoot(page, "first-topic-and-notification")
 
     page.get_by_role("button", name="+ New topic").click()
@@ -61,3 +65,99 @@ def test_two_topics_a_response_and_a_worker_notification(page, shoot):
     expect(thread).to_contain_text("Those are the teams under me")
     expect(thread).not_to_contain_text("being set up")
     shoot(page, "threads-switched")
+
+
+def test_results_events_and_failures_survive_a_reload(page, shoot):
+    log_in(page)
+    thread = page.locator("#thread")
+    # The first message of a new topic: its tool events are shown as they happen.
+    send(page, "spawn a team called ops")
+    expect(thread.locator("li.event").filter(has_text="calling spawn_team")).to_be_visible()
+    expect(thread.locator("li.event").filter(has_text="spawn_team finished")).to_be_visible()
+    expect(thread).to_contain_text("Team bootstrapped and ready.")
+
+    # A tool that fails shows as failed, with the tool's error.
+    send(page, "spawn a team called ops")
+    failed = thread.locator("li.event.failed")
+    expect(failed).to_have_count(1)
+    expect(failed).to_contain_text('spawn_team failed: team "ops" already exists')
+
+    # A team's result arrives through the outbox with its team, its task and a time.
+    send(page, "ask ops to check the disks")
+    result = thread.locator("li.delivery.result")
+    expect(result).to_contain_text("All build servers are below 70% disk usage")
+    expect(result).to_contain_text("Result from ops")
+    expect(result.locator("a")).to_have_text(re.compile(r"^task #\d+ · done$"))
+    admin_link = re.compile(r"^/admin/tasks/task/\d+/change/$")
+    expect(result.locator("a")).to_have_attribute("href", admin_link)
+    before = thread.locator("li").all_inner_texts()
+    shoot(page, "before-reload")
+
+    page.reload()
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    expect(thread.locator("li.delivery.result")).to_contain_text("All build servers")
+    expect(thread.locator("li.event.failed")).to_contain_text('team "ops" already exists')
+    expect(thread.locator("li.event").filter(has_text="calling spawn_team")).to_have_count(0)
+    expect(thread.locator("li.delivery")).to_have_count(2)  # bootstrap notice, result: once each
+    after = thread.locator("li").all_inner_texts()
+    # Everything that was there is there after the reload, in the same order (a tool call
+    # is stored once, as its outcome: "calling x" lines are live only).
+    live = [t for t in before if "\ncalling " not in t and not t.startswith("Tool\ncalling")]
+    assert [t.split("\n", 1)[1:] for t in after] == [t.split("\n", 1)[1:] for t in live]
+    assert all(page.locator("#thread li time").evaluate_all("els => els.map(e => !!e.dateTime)"))
+    expect(page.locator("#thread")).not_to_contain_text("[ops]")
+    shoot(page, "after-reload")
+
+
+def test_the_notifications_panel_holds_what_arrived_outside_the_open_topic(page, shoot):
+    log_in(page)
+    thread = page.locator("#thread")
+    notes = page.locator("#notes")
+    topics = page.get_by_role("navigation", name="Topics")
+    send(page, "spawn a team called ops")
+    expect(thread).to_contain_text("Team bootstrapped and ready.")
+    expect(notes.locator("li")).to_have_count(0)  # it is in the open thread: shown once
+
+    page.get_by_role("button", name="+ New topic").click()
+    send(page, "ask ops to check the disks")
+    expect(thread.locator("li.delivery.result")).to_contain_text("All build servers")
+    # The other topic's notice is in the panel, with a way to open its topic.
+    expect(notes.locator("li")).to_have_count(1)
+    expect(notes).to_contain_text("Notification from ops")
+    expect(notes.get_by_role("button", name="in spawn a team called ops")).to_be_visible()
+    send(page, "spawn a team called ops")  # fails: the team exists
+    expect(thread.locator("li.event.failed")).to_contain_text('team "ops" already exists')
+    expect(thread).to_contain_text("being set up")
+    shoot(page, "panel")
+
+    notes.get_by_role("button", name="in spawn a team called ops").click()
+    expect(page.get_by_role("heading", name="spawn a team called ops")).to_be_visible()
+    expect(notes).to_contain_text("All build servers")  # now the other topic's result is here
+    expect(notes).not_to_contain_text("Team bootstrapped")
+    expect(topics.get_by_role("listitem")).to_have_count(2)
+
+
+def test_a_reconnect_keeps_the_thread_and_shows_each_delivery_once(page, shoot):
+    sockets = []
+
+    def through(ws) -> None:  # the page's socket, passed on to the server, closable by the test
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r"/ws/chat/$"), through)
+    log_in(page)
+    thread = page.locator("#thread")
+    send(page, "spawn a team called ops")
+    expect(thread.locator("li.delivery")).to_contain_text("Team bootstrapped and ready.")
+    send(page, "ask ops to check the disks")
+    expect(thread.locator("li.delivery.result")).to_contain_text("All build servers")
+    before = thread.locator("li.delivery").all_inner_texts()
+
+    sockets[-1].close(code=1012, reason="test restart")  # the connection drops
+    expect(page.get_by_role("status")).to_contain_text("Disconnected (test restart)")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    assert len(sockets) == 2
+    expect(thread.locator("li.delivery")).to_have_count(2)
+    assert thread.locator("li.delivery").all_inner_texts() == before
+    expect(thread.locator("li.event.failed")).to_have_count(0)
+    shoot(page, "after-reconnect")

@@ -245,3 +245,28 @@ async def test_a_broken_main_config_gives_the_user_a_sentence_not_a_server_path(
     assert "configuration has a problem" in error["message"]
     assert str(paths.data_dir()) not in error["message"] and "allowed_tool" not in str(error)
     await communicator.disconnect()
+
+
+async def test_a_failed_tool_is_reported_as_failed_with_its_error(token, scripted_provider):
+    scripted_provider(
+        [
+            {
+                "when": {"team": "main", "last": "user"},
+                "reply": {"tool_calls": [{"name": "shutdown_team", "arguments": {"name": "nope"}}]},
+            },
+            {"when": {"last": "tool"}, "reply": {"content": "There is no team nope."}},
+        ]
+    )
+    communicator = await _connect(f"/ws/chat/?token={token}")
+    await _receive_until(communicator, "topic_list")
+    await communicator.send_json_to({"type": "message", "content": "stop team nope"})
+    seen = await _receive_until(communicator, "response")
+    events = [m for m in seen if m["type"] == "event"]
+    assert [(e["event"], e.get("success")) for e in events] == [
+        ("tool_call", None),
+        ("tool_result", False),
+    ]
+    failed = events[-1]
+    assert "nope" in failed["error"] and failed["code"] and failed["at"]
+    assert failed["topic_id"] == seen[-1]["topic_id"]
+    await communicator.disconnect()

@@ -45,13 +45,27 @@ def test_origins_the_operator_trusts_are_accepted(settings):
     assert origin_allowed("https://ops.example.com:8443", HOST, "ws") is False
 
 
-@pytest.mark.parametrize(
-    ("origin", "connected"), [(b"http://127.0.0.1:8000", True), (b"http://127.0.0.1:8001", False)]
-)
-async def test_the_asgi_application_refuses_a_foreign_port(origin, connected):
+async def test_the_asgi_application_opens_for_its_own_origin():
     communicator = WebsocketCommunicator(
-        application, "/ws/chat/", headers=[(b"origin", origin), (b"host", HOST.encode())]
+        application,
+        "/ws/chat/",
+        headers=[(b"origin", b"http://127.0.0.1:8000"), (b"host", HOST.encode())],
     )
     ok, _ = await communicator.connect(timeout=15)
-    assert ok is connected
+    assert ok
+    # No token, no session: the chat's own answer, not the origin check's.
+    assert (await communicator.receive_json_from(timeout=15))["code"] == "not_authorized"
     await communicator.disconnect()
+
+
+@pytest.mark.parametrize("origin", [b"http://127.0.0.1:8001", b"https://evil.example", b""])
+async def test_a_foreign_origin_is_told_why_then_closed_with_4403(origin):
+    headers = [(b"host", HOST.encode())] + ([(b"origin", origin)] if origin else [])
+    communicator = WebsocketCommunicator(application, "/ws/chat/", headers=headers)
+    ok, _ = await communicator.connect(timeout=15)
+    assert ok  # accepted only to say why: the chat application never runs
+    error = await communicator.receive_json_from(timeout=15)
+    assert error["type"] == "error" and error["code"] == "origin_not_allowed"
+    assert "CSRF_TRUSTED_ORIGINS" in error["message"] and "Origin" in error["message"]
+    closed = await communicator.receive_output(timeout=15)
+    assert closed == {"type": "websocket.close", "code": 4403, "reason": "origin_not_allowed"}

@@ -104,3 +104,26 @@ def test_a_chat_users_token_reads_only_its_own_topics(client, django_user_model)
     assert [m["content"] for m in mine.json()] == ["in Mine"]
     theirs = client.get(f"/api/v1/topics/{other.pk}/messages", **headers)
     assert theirs.status_code == 404 and "Someone" not in theirs.content.decode()
+
+
+def test_history_carries_the_topics_tool_calls_with_failures_and_errors(client, alice, main_team):
+    from openhive.engine.models import Session, ToolCall
+
+    topic = Topic.objects.create(channel_id=f"ws:user:{alice.pk}", name="Teams")
+    session = Session.objects.create(team=main_team, topic=topic, kind=Session.Kind.CHAT)
+    ToolCall.objects.create(session=session, team_name="main", tool="list_teams", success=True)
+    ToolCall.objects.create(
+        session=session,
+        team_name="main",
+        tool="shutdown_team",
+        success=False,
+        error='team "nope" not found',
+    )
+    other = Session.objects.create(team=main_team, kind=Session.Kind.CHAT)
+    ToolCall.objects.create(session=other, team_name="main", tool="get_status", success=True)
+    events = client.get(f"/chat/topics/{topic.pk}/messages/").json()["events"]
+    assert [(e["name"], e["success"], e["error"]) for e in events] == [
+        ("list_teams", True, ""),
+        ("shutdown_team", False, 'team "nope" not found'),
+    ]
+    assert all(e["created_at"] for e in events)

@@ -181,7 +181,7 @@ def test_keyword_trigger_fires_once_from_a_chat_message(server: Server) -> None:
     assert note == {
         "type": "notification",
         "team": "ops",
-        "content": "[ops] Fire drill acknowledged: exits checked.",
+        "content": "Fire drill acknowledged: exits checked.",
         **{k: v for k, v in note.items() if k not in ("type", "team", "content")},
     }
     assert not [m for m in later if m["type"] == "notification"]

@@ -38,7 +38,8 @@ async def _conversation(server: Server) -> list[dict]:
         response = await _next(ws, "response", seen)
         assert "being set up" in response["content"]
         ready = await _next(ws, "notification", seen)
-        assert ready["content"] == "[ops] Team bootstrapped and ready."
+        # The team is named once, in `team`: the content carries no "[ops]" tag.
+        assert ready["content"] == "Team bootstrapped and ready."
         assert ready["team"] == "ops"
 
         await ws.send(json.dumps({"type": "message", "content": "ask ops to check the disks"}))
@@ -46,9 +47,8 @@ async def _conversation(server: Server) -> list[dict]:
         response = await _next(ws, "response", seen)
         assert "asked the ops team" in response["content"]
         result = await _next(ws, "notification", seen)
-        assert (
-            result["content"] == "[ops] All build servers are below 70% disk usage; nothing to do."
-        )
+        assert result["content"] == "All build servers are below 70% disk usage; nothing to do."
+        assert result["kind"] == "result" and result["task_status"] == "done"
     return seen
 
 

@@ -188,8 +188,16 @@ def test_tool_events_are_emitted_in_order(main_team, scripted_provider):
         {"event": "tool_call", "name": "list_teams"},
         {"event": "tool_result", "name": "list_teams", "success": True},
         {"event": "tool_call", "name": "no_such_tool"},
-        {"event": "tool_result", "name": "no_such_tool", "success": False},
+        {
+            "event": "tool_result",
+            "name": "no_such_tool",
+            "success": False,
+            "error": events[-1]["error"],
+            "code": "UNKNOWN_TOOL",
+        },
     ]
+    # A failure carries the tool's error, for the person watching the chat.
+    assert events[-1]["error"].startswith('unknown tool "no_such_tool"')
 
 
 def test_a_failing_event_listener_does_not_stop_the_session(main_team, scripted_provider):

@@ -83,3 +83,6 @@ def test_stalled_work_of_main_reaches_the_chat_that_asked(fast, main_team):
     detect_stalls(timezone.now() + timedelta(seconds=120))
     note = OutboxMessage.objects.get()
     assert note.channel_id == "web:alice" and note.content.startswith("[main] Stalled: Task #")
+    # In the chat's history: an escalation about that task, with its status when it was sent.
+    assert note.kind == "escalation" and note.message.role == "escalation"
+    assert (note.message.task_id, note.message.task_status) == (note.task_id, "pending")

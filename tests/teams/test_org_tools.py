@@ -319,6 +319,10 @@ def test_escalate_from_main_reaches_the_user_through_the_outbox(tree):
     assert result["delivered_to"] == "user" and result["notification_only"] is True
     note = OutboxMessage.objects.get()
     assert note.channel_id == "web:alice" and note.content == "[main] Escalation: Budget exceeded"
+    # Stored in the chat's history as an escalation, naming the team once.
+    stored = note.message
+    assert (stored.role, stored.team_name) == ("escalation", "main")
+    assert stored.content == "Escalation: Budget exceeded"
 
 
 def test_escalate_from_main_without_a_channel_says_so(tree):

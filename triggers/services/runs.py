@@ -125,4 +125,5 @@ def trigger_run_notify(*, task: Task) -> None:
         team_name=task.team.name,
         content=f"[{task.team.name}] {text}",
         task_id=task.pk,
+        task_status=task.status,
     )
