@@ -188,6 +188,11 @@ OPENHIVE = {
     "ALLOW_UNSANDBOXED": env.bool("OPENHIVE_ALLOW_UNSANDBOXED", default=False),
     "SANDBOX_MEMORY_MB": env.int("OPENHIVE_SANDBOX_MEMORY_MB", default=2048),
     "SANDBOX_PROCESSES": env.int("OPENHIVE_SANDBOX_PROCESSES", default=128),
+    # Plugin tools (openhive/tools/plugins): per-call timeout, the cap on a result, and the
+    # interpreter run in the sandbox (default /usr/bin/python3; standard library only).
+    "PLUGIN_TIMEOUT_SECONDS": env.float("OPENHIVE_PLUGIN_TIMEOUT_SECONDS", default=30),
+    "PLUGIN_OUTPUT_BYTES": env.int("OPENHIVE_PLUGIN_OUTPUT_BYTES", default=200_000),
+    "PLUGIN_PYTHON": env.str("OPENHIVE_PLUGIN_PYTHON", default=""),
     # Model calls: retries per profile (rate limits, timeouts, server errors) with exponential
     # backoff and jitter; a Retry-After longer than the cap goes to the fallbacks instead.
     "LLM_RETRIES": env.int("OPENHIVE_LLM_RETRIES", default=3),

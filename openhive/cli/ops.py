@@ -13,7 +13,7 @@ from openhive.core.context import ToolContext
 from openhive.core.errors import DomainError
 from openhive.core.jobs import registered_jobs
 from openhive.core.prompt_sections import registered_sections
-from openhive.core.registry import tools_for
+from openhive.core.registry import team_tools
 from openhive.engine.providers import providers_configured
 from openhive.engine.selectors import engine_leader
 from openhive.engine.tool_calls import call_tool
@@ -68,9 +68,13 @@ class Tool(Verb):
                 config = load_team_config(team.name)
             except DomainError as exc:
                 raise CommandError(exc.message) from exc
-            # Exactly what the team's sessions are offered.
-            allowed = [s.name for s in tools_for(config.allowed_tools, team=team.name)]
-        ctx = ToolContext(team=team, actor="operator", source_channel="", allowed_tools=allowed)
+            # Exactly what the team's sessions are offered (its plugins included).
+            allowed = [s.name for s in team_tools(team, config.allowed_tools)]
+        # The run-time tools (plugins) are found per team, as a session finds them.
+        offered = {spec.name: spec for spec in team_tools(team, allowed)}
+        ctx = ToolContext(
+            team=team, actor="operator", source_channel="", allowed_tools=allowed, tools=offered
+        )
         result = call_tool(ctx, options["tool"], options["arguments"])
         if result.get("code") == "TOOL_NOT_ALLOWED":
             result["error"] += (

@@ -162,7 +162,8 @@ def _bwrap_argv(
     args += ["--bind", ws, ws]
     for name in read_only_in_workspace:
         inside = workspace / name
-        if inside.is_file() and not inside.is_symlink():
+        # A file (config.yaml) or a whole folder (a plugin run's plugins/), never a symlink.
+        if (inside.is_file() or inside.is_dir()) and not inside.is_symlink():
             args += ["--ro-bind", str(inside), str(inside)]
     # The sandbox's own root (where bubblewrap made the mount points) goes read-only too: the
     # workspace and the private /tmp are the only writable places.

@@ -9,10 +9,16 @@ logger = logging.getLogger("openhive.tools")
 class ToolsConfig(AppConfig):
     name = "openhive.tools"
     label = "tools"
-    verbose_name = "Tools (files, shell, web)"
+    verbose_name = "Tools (files, shell, web, plugins)"
 
     def ready(self) -> None:
         from openhive.core.guards.ssrf import parse_allow
+        from openhive.core.registry import register_tool_source
+
+        from .plugins.source import plugin_tool_specs
+
+        # A team's active plugins, offered as plugin__{name} where its allowlist admits them.
+        register_tool_source("plugins", plugin_tool_specs)
 
         entries = settings.OPENHIVE.get("SSRF_ALLOW") or []
         # A malformed entry must stop start-up rather than silently exempt something else.

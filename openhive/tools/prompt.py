@@ -19,6 +19,10 @@ GUIDANCE = {
     "web_fetch": "`web_fetch` gets a public URL (private and local addresses are refused; "
     "HTML comes back as text); a header value `{{vault:key}}` sends a secret without showing "
     "it to you",
+    "register_plugin_tool": "`register_plugin_tool` adds a tool of your own: one Python module "
+    "(standard library only) with DESCRIPTION, PARAMETERS (a JSON Schema) and `run(args)`; it "
+    "is offered as `plugin__<name>` from your next session and runs in the sandbox, with no "
+    "network and no secrets",
 }
 
 

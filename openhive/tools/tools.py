@@ -2,5 +2,6 @@
 every installed app's `tools` module, and this one imports the families."""
 
 from . import files, filesearch, shell, web
+from .plugins import tools as plugins
 
-FAMILIES = (files, filesearch, shell, web)
+FAMILIES = (files, filesearch, shell, web, plugins)

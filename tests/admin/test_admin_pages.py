@@ -92,9 +92,23 @@ def _reach_call() -> Model:
     return ReachCall.objects.get(pk=row.pk)
 
 
+def _plugin() -> Model:
+    from openhive.tools.models import Plugin
+
+    return Plugin.objects.create(
+        team=TeamFactory(),
+        tool_name="add",
+        source_path="plugins/add.py",
+        source_hash="0" * 64,
+        description="Add two numbers",
+        parameters={"type": "object", "properties": {}},
+    )
+
+
 MAKERS: dict[str, Callable[[], Model]] = {
     "tools.ratelimitbucket": _rate_limit_bucket,
     "tools.reachcall": _reach_call,
+    "tools.plugin": _plugin,
     "teams.teammessage": _team_message,
     "tasks.orgoplock": _org_op_lock,
     "teams.team": TeamFactory,
