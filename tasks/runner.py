@@ -19,6 +19,7 @@ from openhive.engine.budgets import TriggerWindow, window_since
 from openhive.engine.models import Session
 from openhive.engine.spec import SessionOutcome, outcome_text
 from teams.agent import run_team_session
+from teams.skills import SkillInvalid, SkillNotFound, with_skill
 from teams.subagents import load_subagents
 
 from .models import Task
@@ -155,9 +156,13 @@ def run_claimed(task: Task, worker: str) -> str:
 def _execute(task: Task, worker: str) -> tuple[str, str, str]:
     if task.type == Task.Type.BOOTSTRAP and task.team.bootstrapped:
         return Task.Status.DONE, "already bootstrapped", ""
+    try:
+        content, skills = task_content(task)
+    except (SkillNotFound, SkillInvalid) as exc:
+        return Task.Status.FAILED, f"Error: the task's skill cannot be used: {exc.message}", ""
     outcome = run_team_session(
         task.team,
-        task.text,
+        content,
         kind=Session.Kind.TASK,
         task_id=task.pk,
         topic_id=task.topic_id,
@@ -170,6 +175,7 @@ def _execute(task: Task, worker: str) -> tuple[str, str, str]:
         trigger_window=trigger_window_of(task),
         # A trigger that names a subagent runs it directly: no orchestrator call decides.
         subagent=str(task.options.get("subagent") or "") or None,
+        skills=skills,
     )
     if outcome.transient:
         return _provider_down(task, worker, outcome)
@@ -187,6 +193,15 @@ def bootstrap_problems(team) -> list[str]:
     model: a subagent file that does not load would silently never run."""
     _found, problems = load_subagents(team.name)
     return problems
+
+
+def task_content(task: Task) -> tuple[str, list[str]]:
+    """The text the session starts from, and the skills given with it: a task that names a
+    skill (a trigger's `skill`) carries that skill's instructions to the run."""
+    skill = task.options.get("skill")
+    if not isinstance(skill, str) or not skill:
+        return task.text, []
+    return with_skill(task.team.name, skill, task.text), [skill]
 
 
 def _provider_down(task: Task, worker: str, outcome: SessionOutcome) -> tuple[str, str, str]:

@@ -18,6 +18,7 @@ from .config import load_team_config
 from .models import MAIN_TEAM, Team
 from .prompt import ACTIVE_SUBAGENT, INBOX, SUBAGENTS, TOOL_NAMES, build_system_prompt
 from .services import teammessages_take_unread
+from .skills import load_skill
 from .subagents import (
     MAX_DEPTH,
     RUN_SUBAGENT,
@@ -40,6 +41,7 @@ def agent_spec_for(
     inbox: list | None = None,
     subagent: str | None = None,
     depth: int = 0,
+    skills: Iterable[str] = (),
 ) -> AgentSpec:
     """The spec of one session of `team`. Building it starts the session: unread messages from
     other teams are taken from the inbox here (once), and shown in this prompt (a replay passes
@@ -61,6 +63,13 @@ def agent_spec_for(
     tools = team_tools(team, config.allowed_tools, only=only_tools)
     if active is not None:
         tools = _narrowed(team, active, tools)
+    # Skills given with the work (a trigger's `skill`) bring their required tools from the start,
+    # as activating them would.
+    required = [t for name in skills for t in load_skill(team.name, name).required_tools]
+    if required:
+        offered = {spec.name for spec in tools}
+        extra = team_tools(team, config.allowed_tools, only=required)
+        tools = sorted([*tools, *(s for s in extra if s.name not in offered)], key=lambda s: s.name)
     available: list[Subagent] = []
     if any(spec.name == RUN_SUBAGENT for spec in tools):
         available = _runnable_subagents(team, depth, active)
@@ -137,12 +146,14 @@ def run_team_session(
     trigger_window: TriggerWindow | None = None,
     subagent: str | None = None,
     depth: int = 1,
+    skills: Iterable[str] = (),
 ) -> SessionOutcome:
     """`origin` is what the queue kept of the session that asked for this work
     (`parent_session_id`, `parent_task_id`, `trace`). With `subagent` the session runs as
     that subagent (kind `subagent`) at nesting `depth`."""
     origin = origin or {}
     only_tools = list(only_tools) if only_tools is not None else None
+    skills = list(skills)
     spec_options = {
         k: v
         for k, v in {
@@ -151,6 +162,7 @@ def run_team_session(
             "max_turns": max_turns,
             "subagent": subagent or None,
             "depth": depth if subagent else None,
+            "skills": skills or None,
         }.items()
         if v is not None
     }
@@ -182,5 +194,6 @@ def run_team_session(
             timeout_seconds=timeout_seconds,
             subagent=subagent,
             depth=depth if subagent else 0,
+            skills=skills,
         ),
     )

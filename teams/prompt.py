@@ -151,3 +151,7 @@ def subagents_section(ctx: PromptContext) -> str:
     ]
     lines += [f"- `{s.name}` — {s.description}" for s in found]
     return "\n".join(lines)
+
+
+# The skills index is a section of this prompt too; it lives beside the skill loader.
+from . import skills as _skills  # noqa: E402, F401

@@ -41,7 +41,7 @@ class TriggerFields(BaseModel):
 
     task: str | None = Field(None, min_length=1, description="What the team does when it fires")
     subagent: str | None = Field(None, description="Route straight to this subagent")
-    skill: str | None = Field(None, description="Skill for the subagent (needs subagent)")
+    skill: str | None = Field(None, description="A skill whose instructions go with the run")
     max_turns: int | None = Field(None, ge=1, le=500)
     failure_threshold: int | None = Field(None, ge=1, le=100)
     overlap_policy: OverlapPolicy | None = None

@@ -12,6 +12,7 @@ from croniter import CroniterError, croniter
 
 from openhive.core import paths, saferegex
 from openhive.core.errors import DomainError
+from teams.skills import load_skill
 
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 TYPES = ("schedule", "message", "keyword", "window")
@@ -180,17 +181,20 @@ def validate_fields(*, fields: dict) -> dict:
 
 
 def validate_targeting(*, team_name: str, subagent: str, skill: str) -> None:
-    """A skill is addressed through its subagent, never directly; the subagent must exist."""
-    if skill and not subagent:
-        _fail("skill requires subagent: name the subagent that should use the skill")
-    if not subagent:
-        return
-    if not NAME_PATTERN.match(subagent):
-        _fail("subagent must be a lowercase slug naming a file in the team's subagents/")
-    folder = paths.team_dir(team_name) / "subagents"
-    available = sorted(p.stem for p in folder.glob("*.md")) if folder.is_dir() else []
-    if subagent not in available:
-        listing = ", ".join(available) if available else "no subagents defined for this team"
-        _fail(f'unknown subagent "{subagent}" for team "{team_name}" ({listing})')
-    if skill and not NAME_PATTERN.match(skill):
-        _fail("skill must be a lowercase slug")
+    """A named subagent must exist; a named skill must exist and load cleanly (its body is
+    delivered to the run the trigger starts, the subagent's when one is named)."""
+    if subagent:
+        if not NAME_PATTERN.match(subagent):
+            _fail("subagent must be a lowercase slug naming a file in the team's subagents/")
+        folder = paths.team_dir(team_name) / "subagents"
+        available = sorted(p.stem for p in folder.glob("*.md")) if folder.is_dir() else []
+        if subagent not in available:
+            listing = ", ".join(available) if available else "no subagents defined for this team"
+            _fail(f'unknown subagent "{subagent}" for team "{team_name}" ({listing})')
+    if skill:
+        if not NAME_PATTERN.match(skill):
+            _fail("skill must be a lowercase slug naming one of the team's skills/")
+        try:
+            load_skill(team_name, skill)
+        except DomainError as exc:
+            _fail(exc.message)

@@ -25,6 +25,7 @@ from teams.config import load_team_config
 from teams.models import MAIN_TEAM, Team
 from teams.selectors import team_get
 from teams.services import team_ensure_main
+from teams.skills import skill_problems
 from triggers.selectors import trigger_status_lines
 
 from .base import Verb
@@ -161,6 +162,15 @@ class Status(Verb):
             out.write("Configuration problems:")
             for problem in problems:
                 out.write(f"  {problem}")
+        skill_lines = [
+            f"  {name}: {line}"
+            for name in Team.objects.order_by("name").values_list("name", flat=True)
+            for line in skill_problems(name)
+        ]
+        if skill_lines:
+            out.write("Skill problems (those skills are not offered):")
+            for line in skill_lines:
+                out.write(line)
         counts = task_counts_by_status()
         out.write("Tasks: " + ", ".join(f"{s} {n}" for s, n in counts.items()))
         out.write("Teams:")

@@ -32,6 +32,7 @@ def spec_for(session: Session) -> AgentSpec:
         only_tools=options.get("only_tools"),
         topic_name=options.get("topic_name"),
         max_turns=options.get("max_turns"),
+        skills=options.get("skills") or (),
         inbox=teammessages_shown_at(team=session.team, started_at=session.started_at),
         subagent=options.get("subagent"),
         depth=options.get("depth") or 0,

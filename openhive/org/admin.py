@@ -11,6 +11,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from openhive.core.errors import DomainError
 from tasks.selectors import team_status
@@ -18,6 +20,7 @@ from teams.admin import ScopeKeywordInline
 from teams.config import team_config_problem
 from teams.models import MAIN_TEAM, Team
 from teams.selectors import PENDING
+from teams.skills import skills_summary
 
 from .services import team_shutdown
 
@@ -42,6 +45,7 @@ class TeamAdmin(admin.ModelAdmin):
         "status",
         "bootstrapped",
         "config_problem",
+        "skills",
         "created_at",
         "updated_at",
     )
@@ -51,6 +55,7 @@ class TeamAdmin(admin.ModelAdmin):
         "status",
         "bootstrapped",
         "config_problem",
+        "skills",
         "created_at",
         "updated_at",
     )
@@ -61,6 +66,24 @@ class TeamAdmin(admin.ModelAdmin):
     @admin.display(description="config.yaml")
     def config_problem(self, team: Team) -> str:
         return team_config_problem(team.name) or "valid"
+
+    @admin.display(description="skills")
+    def skills(self, team: Team) -> SafeString | str:
+        """Read-only: each skill's index line, and what to fix in the ones that do not load."""
+        summary = skills_summary(team.name)
+        if not summary["skills"] and not summary["problems"]:
+            return "none"
+        loaded = format_html_join(
+            "",
+            "<li>{} — {}{}</li>",
+            ((s["name"], s["description"], _warned(s)) for s in summary["skills"]),
+        )
+        broken = format_html_join(
+            "",
+            '<li class="errornote">{}: {}</li>',
+            ((p["path"], p["error"]) for p in summary["problems"]),
+        )
+        return format_html("<ul>{}{}</ul>", loaded, broken)
 
     def get_urls(self):
         tree = path("tree/", self.admin_site.admin_view(self.org_tree_view), name="teams_org_tree")
@@ -128,3 +151,7 @@ class TeamAdmin(admin.ModelAdmin):
     @admin.display(description="pending tasks", ordering="pending")
     def pending_tasks(self, obj: Team) -> int:
         return obj.pending
+
+
+def _warned(skill: dict) -> str:
+    return f" (warning: {'; '.join(skill['warnings'])})" if skill["warnings"] else ""

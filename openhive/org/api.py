@@ -13,6 +13,7 @@ from tasks.selectors import task_counts_by_status, team_status
 from teams.models import MAIN_TEAM, Team
 from teams.selectors import team_get_or_404, team_summary, team_tree, teams_annotated
 from teams.services import team_update_scope
+from teams.skills import skills_summary
 
 from .services import team_shutdown, team_spawn
 
@@ -30,9 +31,25 @@ class TeamOut(Schema):
     created_at: datetime
 
 
+class SkillOut(Schema):
+    name: str
+    description: str
+    path: str
+    required_tools: list[str]
+    warnings: list[str]
+
+
+class SkillProblemOut(Schema):
+    path: str
+    error: str
+
+
 class TeamDetailOut(TeamOut):
     children: list[str]
     tasks_by_status: dict[str, int]
+    # The team's skills (index lines, never bodies) and the ones that do not load, and why.
+    skills: list[SkillOut]
+    skill_problems: list[SkillProblemOut]
 
 
 class TeamNode(Schema):
@@ -75,7 +92,13 @@ def teams_detail(request: HttpRequest, name: str) -> dict:
         **_team_out(team),
         "children": list(team.children.order_by("name").values_list("name", flat=True)),
         "tasks_by_status": task_counts_by_status(team=team),
+        **_skills(team),
     }
+
+
+def _skills(team: Team) -> dict:
+    summary = skills_summary(team.name)
+    return {"skills": summary["skills"], "skill_problems": summary["problems"]}
 
 
 # --- writes: spawn, shutdown, scope --------------------------------------------------------------

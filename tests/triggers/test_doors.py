@@ -87,14 +87,17 @@ def test_only_the_parent_manages_a_teams_triggers(ctx, ops):
     assert call_tool(other, "list_triggers", {"team": "ops"})["code"] == "NOT_PARENT"
 
 
-def test_skill_requires_a_subagent_and_the_subagent_must_exist(ctx, settings):
+def test_a_named_subagent_and_skill_must_exist(ctx, settings):
     result = call_tool(ctx, "create_trigger", create_args(skill="triage"))
-    assert "skill requires subagent" in result["error"]
+    assert 'no skill "triage"' in result["error"] and result["code"] == "INVALID_TRIGGER"
     result = call_tool(ctx, "create_trigger", create_args(subagent="scanner"))
     assert 'unknown subagent "scanner"' in result["error"]
     folder = settings.RUN_DIR / "teams" / "ops" / "subagents"
     folder.mkdir(parents=True)
     (folder / "scanner.md").write_text("# scanner")
+    skills = settings.RUN_DIR / "teams" / "ops" / "skills"
+    skills.mkdir(parents=True)
+    (skills / "triage.md").write_text("---\nname: triage\ndescription: Sort alerts\n---\nSort.")
     result = call_tool(ctx, "create_trigger", create_args(subagent="scanner", skill="triage"))
     assert result["success"], result
     assert result["trigger"]["subagent"] == "scanner"
