@@ -19,7 +19,7 @@ from openhive.engine.budgets import TriggerWindow, window_since
 from openhive.engine.models import Session
 from openhive.engine.spec import SessionOutcome, outcome_text
 from teams.agent import run_team_session
-from teams.skills import SkillInvalid, SkillNotFound, with_skill
+from teams.skills import SkillInvalid, SkillNotFound, load_skills, with_skill
 from teams.subagents import load_subagents
 
 from .models import Task
@@ -190,9 +190,9 @@ def _execute(task: Task, worker: str) -> tuple[str, str, str]:
 
 def bootstrap_problems(team) -> list[str]:
     """What makes a finished bootstrap unusable, checked in code rather than trusted to the
-    model: a subagent file that does not load would silently never run."""
+    model: a subagent or skill file that does not load would silently never be used."""
     _found, problems = load_subagents(team.name)
-    return problems
+    return problems + [p.describe() for p in load_skills(team.name).problems]
 
 
 def task_content(task: Task) -> tuple[str, list[str]]:
