@@ -99,3 +99,19 @@ def test_a_routed_trigger_text_carries_no_routing_sentence(ops, scanner_trigger)
     text = task_text(scanner_trigger)
     assert "subagent" not in text and "triage" not in text
     assert text.endswith("Scan last night's logs for errors.")
+
+
+def test_a_trigger_naming_a_subagent_whose_file_does_not_load_is_refused(ops):
+    from triggers.validation import InvalidTrigger
+
+    (paths.team_dir("ops") / "subagents" / "broken.md").write_text("no front matter")
+    with pytest.raises(InvalidTrigger) as caught:
+        trigger_create(
+            team=ops,
+            name="broken-run",
+            type="schedule",
+            config={"cron": "0 2 * * *"},
+            task="x",
+            subagent="broken",
+        )
+    assert "subagents/broken.md must start with a front matter block" in caught.value.message
