@@ -298,9 +298,7 @@ def test_a_symlink_planted_in_plugins_is_not_followed(ops, added, openhive_dirs,
     assert "the file is not on disk" in page and "thinking out loud" not in page
 
 
-def test_a_team_registers_a_plugin_in_one_session_and_uses_it_in_the_next(
-    ops, scripted_provider
-):
+def test_a_team_registers_a_plugin_in_one_session_and_uses_it_in_the_next(ops, scripted_provider):
     set_config("ops", allowed_tools=["register_plugin_tool", "plugin__*"])
     scripted_provider(
         [
