@@ -20,6 +20,7 @@ from openhive.core.errors import DomainError
 from openhive.engine.models import ToolCall
 
 from .models import Plugin, RateLimitBucket, ReachCall
+from .plugins.selectors import plugin_file
 from .plugins.services import plugin_deprecate, plugin_remove, plugin_verify, source_hash
 from .selectors import reach_calls, reach_summary
 
@@ -169,13 +170,7 @@ class PluginAdmin(ReadOnlyAdmin):
         return format_html("<pre>{}</pre>", "\n".join(lines) or "none")
 
     def _file(self, obj: Plugin) -> bytes | None:
-        from openhive.core import paths
-
-        path = paths.team_dir(obj.team.name) / obj.source_path
-        try:
-            return path.read_bytes() if obj.source_path.startswith("plugins/") else None
-        except OSError:
-            return None
+        return plugin_file(obj)
 
     def _each(self, request: HttpRequest, queryset: QuerySet[Plugin], action: Any) -> None:
         for plugin in queryset:

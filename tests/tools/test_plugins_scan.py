@@ -8,13 +8,14 @@ import textwrap
 
 import pytest
 
+from openhive.core import paths
 from openhive.engine.models import ToolCall
 from openhive.tools.models import Plugin
 from openhive.tools.plugins.scan import scan_source
 from openhive.tools.plugins.secretscan import scan_secrets
 from vault.services import vault_store_secret
 
-from .plugin_helpers import ADD, needs_bwrap, plugin, register
+from .plugin_helpers import ADD, call_as, needs_bwrap, plugin, register
 
 # (what, the offending line; it is written as line 2 of the module, after `x = 1`)
 FORBIDDEN = [
@@ -111,6 +112,8 @@ HARMLESS = textwrap.dedent(
 
 
     class Store:
+        __slots__ = ("folder",)
+
         def __init__(self, folder):
             self.folder = Path(folder)
 
@@ -133,6 +136,7 @@ HARMLESS = textwrap.dedent(
             "root": round(math.sqrt(2), 3),
             "query": urllib.parse.urlencode({"q": name}),
             "file": out,
+            "me": Path(__file__).name,
         }
 
 
@@ -189,6 +193,13 @@ def test_the_door_refuses_forbidden_code_and_names_each_line(ops):
     assert not Plugin.objects.exists()
     summary = register(ops, "summary", HARMLESS)
     assert summary["success"], summary
+    workspace = paths.team_dir("ops")
+    (workspace / "data").mkdir()
+    (workspace / "data" / "sample.csv").write_text("name,state\nalpha,up\nbeta,down\n")
+    ran = call_as(ops, "plugin__summary", path="sample.csv")
+    assert ran["success"], ran
+    assert ran["result"]["rows"] == 2 and ran["result"]["me"] == "summary.py"
+    assert (workspace / "reports" / "summary.json").read_text() == '{"rows": 2}'
 
 
 @pytest.mark.django_db

@@ -23,6 +23,7 @@ from ..models import Plugin
 from .interface import sandbox_check, static_problems
 from .scan import RESERVED_NAME, Finding, scan_source
 from .secretscan import scan_secrets
+from .selectors import plugin_file
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,55}$")
 MAX_SOURCE_CHARS = 100_000
@@ -171,16 +172,10 @@ def _store(
     return plugin
 
 
-def read_verified(plugin: Plugin, workspace: Workspace) -> str:
+def read_verified(plugin: Plugin) -> str:
     """The plugin's source, read once and checked against its hash. A file that is missing or
     changed marks the plugin `failed_verification` and is refused."""
-    path = workspace.root / plugin.source_path
-    try:
-        fd = workspace.open_read(workspace.resolve(str(path)))
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(MAX_SOURCE_CHARS * 4 + 1)
-    except (OSError, DomainError):
-        data = None
+    data = plugin_file(plugin)
     if data is None or source_hash(data) != plugin.source_hash:
         why = "its file is missing" if data is None else "its file no longer matches its hash"
         plugin_fail_verification(plugin=plugin, reason=why)
@@ -212,9 +207,8 @@ def plugin_verify(*, plugin: Plugin) -> Plugin:
     plugin = Plugin.objects.select_for_update().get(pk=plugin.pk)
     if plugin.status not in (Status.ACTIVE, Status.FAILED_VERIFICATION):
         raise Conflict(f"plugin__{plugin.tool_name} is {plugin.status}; only live plugins verify")
-    workspace = team_workspace(plugin.team)
     try:
-        read_verified(plugin, workspace)
+        read_verified(plugin)
     except DomainError:
         plugin.refresh_from_db()
         return plugin
