@@ -5,7 +5,8 @@ cgroup —, the stdlib harness, the JSON envelope and the audit row) beside a ba
 
     uv run python benchmarks/plugin_call.py [--runs 100]
 
-Also shown, as a breakdown: the sandboxed harness alone (`run_in_sandbox`, no database).
+Also shown, as a breakdown: the sandbox around `/bin/true` (bubblewrap, limits, cgroup) and
+the sandboxed harness alone (`run_in_sandbox`, no database).
 Goal: <= 25 ms p50 added by the plugin call over the bare interpreter start.
 """
 
@@ -73,7 +74,7 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from openhive.core import paths
+    from openhive.core import paths, sandbox
     from openhive.core.context import ToolContext
     from openhive.core.registry import team_tools
     from openhive.engine.tool_calls import call_tool
@@ -97,6 +98,9 @@ def main() -> None:
     def bare() -> None:
         subprocess.run([python, "-c", "pass"], check=True)
 
+    def sandbox_true() -> None:
+        assert sandbox.run(["/bin/true"], workspace=workspace, timeout=10).ok
+
     def harness_only() -> None:
         run = run_in_sandbox(mode="run", name="add", source=ADD, workspace=workspace, args={"a": 1})
         assert run.envelope is not None, run
@@ -110,13 +114,16 @@ def main() -> None:
         5,
         **{
             f"bare {python} -c pass": bare,
+            "sandbox.run(['/bin/true']) (breakdown)": sandbox_true,
             "run_in_sandbox (no database)": harness_only,
             "call_tool('plugin__add') + audit": plugin_call,
         },
     )
     baseline = f"bare {python} -c pass"
     base = statistics.median(times[baseline])
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"plugin call vs a bare interpreter start ({runs} runs each, interleaved)")
+    print(f"  load average (1/5/15 min): {load} on {os.cpu_count()} CPUs")
     print(f"  {'case':<40} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>9}")
     for name, values in times.items():
         added = statistics.median(values) - base

@@ -19,7 +19,7 @@ from openhive.engine.budgets import TriggerWindow, window_since
 from openhive.engine.models import Session
 from openhive.engine.spec import SessionOutcome, outcome_text
 from teams.agent import run_team_session
-from teams.skills import SkillInvalid, SkillNotFound, with_skill
+from teams.skills import SkillInvalid, SkillNotFound, load_skills, with_skill
 from teams.subagents import load_subagents
 
 from .models import Task
@@ -173,9 +173,9 @@ def _execute(task: Task, worker: str) -> tuple[str, str, str]:
         timeout_seconds=settings.TASK_TIMEOUT_SECONDS,
         origin={**task.options, "trace": getattr(task, "claim_trace", None) or {}},
         trigger_window=trigger_window_of(task),
-        skills=skills,
         # A trigger that names a subagent runs it directly: no orchestrator call decides.
         subagent=str(task.options.get("subagent") or "") or None,
+        skills=skills,
     )
     if outcome.transient:
         return _provider_down(task, worker, outcome)
@@ -188,6 +188,13 @@ def _execute(task: Task, worker: str) -> tuple[str, str, str]:
     return status, outcome_text(outcome), outcome.stop_reason
 
 
+def bootstrap_problems(team) -> list[str]:
+    """What makes a finished bootstrap unusable, checked in code rather than trusted to the
+    model: a subagent or skill file that does not load would silently never be used."""
+    _found, problems = load_subagents(team.name)
+    return problems + [p.describe() for p in load_skills(team.name).problems]
+
+
 def task_content(task: Task) -> tuple[str, list[str]]:
     """The text the session starts from, and the skills given with it: a task that names a
     skill (a trigger's `skill`) carries that skill's instructions to the run."""
@@ -195,13 +202,6 @@ def task_content(task: Task) -> tuple[str, list[str]]:
     if not isinstance(skill, str) or not skill:
         return task.text, []
     return with_skill(task.team.name, skill, task.text), [skill]
-
-
-def bootstrap_problems(team) -> list[str]:
-    """What makes a finished bootstrap unusable, checked in code rather than trusted to the
-    model: a subagent file that does not load would silently never run."""
-    _found, problems = load_subagents(team.name)
-    return problems
 
 
 def _provider_down(task: Task, worker: str, outcome: SessionOutcome) -> tuple[str, str, str]:

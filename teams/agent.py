@@ -39,9 +39,9 @@ def agent_spec_for(
     max_turns: int | None = None,
     timeout_seconds: float | None = None,
     inbox: list | None = None,
-    skills: Iterable[str] = (),
     subagent: str | None = None,
     depth: int = 0,
+    skills: Iterable[str] = (),
 ) -> AgentSpec:
     """The spec of one session of `team`. Building it starts the session: unread messages from
     other teams are taken from the inbox here (once), and shown in this prompt (a replay passes
@@ -61,6 +61,8 @@ def agent_spec_for(
     elif inbox is None:
         inbox = teammessages_take_unread(team=team) if team.pk is not None else []
     tools = team_tools(team, config.allowed_tools, only=only_tools)
+    if active is not None:
+        tools = _narrowed(team, active, tools)
     # Skills given with the work (a trigger's `skill`) bring their required tools from the start,
     # as activating them would.
     required = [t for name in skills for t in load_skill(team.name, name).required_tools]
@@ -68,8 +70,6 @@ def agent_spec_for(
         offered = {spec.name for spec in tools}
         extra = team_tools(team, config.allowed_tools, only=required)
         tools = sorted([*tools, *(s for s in extra if s.name not in offered)], key=lambda s: s.name)
-    if active is not None:
-        tools = _narrowed(team, active, tools)
     available: list[Subagent] = []
     if any(spec.name == RUN_SUBAGENT for spec in tools):
         available = _runnable_subagents(team, depth, active)
@@ -144,9 +144,9 @@ def run_team_session(
     stream: bool = False,
     origin: dict | None = None,
     trigger_window: TriggerWindow | None = None,
-    skills: Iterable[str] = (),
     subagent: str | None = None,
     depth: int = 1,
+    skills: Iterable[str] = (),
 ) -> SessionOutcome:
     """`origin` is what the queue kept of the session that asked for this work
     (`parent_session_id`, `parent_task_id`, `trace`). With `subagent` the session runs as
@@ -160,9 +160,9 @@ def run_team_session(
             "only_tools": sorted(only_tools) if only_tools is not None else None,
             "topic_name": topic_name,
             "max_turns": max_turns,
-            "skills": skills or None,
             "subagent": subagent or None,
             "depth": depth if subagent else None,
+            "skills": skills or None,
         }.items()
         if v is not None
     }
@@ -192,8 +192,8 @@ def run_team_session(
             topic_name=topic_name,
             max_turns=max_turns,
             timeout_seconds=timeout_seconds,
-            skills=skills,
             subagent=subagent,
             depth=depth if subagent else 0,
+            skills=skills,
         ),
     )

@@ -13,6 +13,7 @@ from croniter import CroniterError, croniter
 from openhive.core import paths, saferegex
 from openhive.core.errors import DomainError
 from teams.skills import load_skill
+from teams.subagents import load_subagent
 
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 TYPES = ("schedule", "message", "keyword", "window")
@@ -191,6 +192,10 @@ def validate_targeting(*, team_name: str, subagent: str, skill: str) -> None:
         if subagent not in available:
             listing = ", ".join(available) if available else "no subagents defined for this team"
             _fail(f'unknown subagent "{subagent}" for team "{team_name}" ({listing})')
+        try:  # the run would fail on a file that does not load: say so now
+            load_subagent(team_name, subagent)
+        except DomainError as exc:
+            _fail(exc.message)
     if skill:
         if not NAME_PATTERN.match(skill):
             _fail("skill must be a lowercase slug naming one of the team's skills/")

@@ -15,6 +15,8 @@ class SessionBrief(Schema):
     task_id: int | None
     topic_id: int | None
     kind: str
+    # The subagent a `subagent` session ran as; empty for the team's own sessions.
+    agent_name: str
     model: str
     parent_session_id: int | None
     parent_task_id: int | None
@@ -36,6 +38,7 @@ def session_brief(session: Session) -> dict:
         "task_id": session.task_id,
         "topic_id": session.topic_id,
         "kind": session.kind,
+        "agent_name": session.agent_name,
         "model": session.model,
         "parent_session_id": session.parent_session_id,
         "parent_task_id": session.parent_task_id,

@@ -22,6 +22,7 @@ from tasks.services import task_cancel, task_enqueue
 from teams.config import TeamConfig, default_config, write_team_config
 from teams.models import MAIN_TEAM, ScopeKeyword, Team
 from teams.services import team_workspace_scaffold, validate_team_name
+from teams.skills import load_skills
 from teams.subagents import load_subagents
 from triggers.models import TriggerConfig
 from triggers.services import trigger_create
@@ -264,10 +265,9 @@ def team_bootstrap_record(*, team: Team) -> BootstrapRecord:
                 logger.warning("team %s: trigger %s not seeded: %s", team.name, name, exc)
                 continue
             seeded.append(name)
-    skills_dir = paths.team_dir(team.name) / "skills"
     record = BootstrapRecord(
         subagents=[s.name for s in subagents],
-        skills=sorted(p.parent.name for p in skills_dir.glob("*/SKILL.md") if p.is_file()),
+        skills=sorted(load_skills(team.name).skills),
         plugins=[spec.name for spec in team_tools(team, ["plugin__*"])],
         memories=sorted(team.memories.filter(active=True).values_list("key", flat=True)),
         triggers=sorted(TriggerConfig.objects.filter(team=team).values_list("name", flat=True)),

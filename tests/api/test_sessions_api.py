@@ -87,3 +87,22 @@ def test_bad_session_and_audit_requests_are_4xx_json(api_client, path):
 
 def test_sessions_need_authentication(client):
     assert client.get("/api/v1/sessions").status_code == 401
+
+
+def test_a_subagent_session_is_listed_with_the_subagent_it_ran_as(
+    api_client, main_team, scripted_provider
+):
+    from openhive.core import paths
+    from openhive.org.services import team_spawn
+
+    ops = team_spawn(parent=main_team, name="ops", description="Operations").team
+    (paths.team_dir("ops") / "subagents" / "writer.md").write_text(
+        "---\ndescription: Writes\n---\nYou write.\n"
+    )
+    scripted_provider([{"when": {"team": "ops/writer"}, "reply": {"content": "written"}}])
+    outcome = run_team_session(ops, "write", subagent="writer")
+    assert outcome.ok, outcome.error
+    body = api_client.get("/api/v1/sessions?kind=subagent").json()
+    assert [(r["id"], r["agent_name"], r["kind"]) for r in body["items"]] == [
+        (outcome.session_id, "writer", "subagent")
+    ]

@@ -143,3 +143,17 @@ def test_recording_twice_seeds_nothing_twice(ops, scripted_provider):
     second = team_bootstrap_record(team=ops)
     assert len(first.seeded) == 2 and second.seeded == []
     assert TriggerConfig.objects.filter(team=ops).count() == 2
+
+
+def test_a_bootstrap_that_leaves_a_broken_skill_fails_naming_it(ops, scripted_provider, settings):
+    settings.OPENHIVE = {**settings.OPENHIVE, "BOOTSTRAP_MAX_RETRIES": 0}
+    scripted_provider(build_script())
+    broken = paths.team_dir("ops") / "skills" / "half-done"
+    broken.mkdir(parents=True)
+    (broken / "SKILL.md").write_text("no front matter at all")
+    task = ops.tasks.get(type=Task.Type.BOOTSTRAP)
+    assert run_task(task.pk) == "failed"
+    task.refresh_from_db()
+    assert task.result.startswith("The bootstrap left files that cannot be used: ")
+    assert "skills/half-done" in task.result
+    assert not TriggerConfig.objects.exists()

@@ -94,7 +94,24 @@ def test_a_task_for_the_main_team_naming_a_subagent_fails(main_team, scripted_pr
     assert "the main agent has no subagents" in task.result
 
 
-def test_the_skill_of_a_routed_trigger_is_named_in_its_text(ops, scanner_trigger):
+def test_a_routed_trigger_text_carries_no_routing_sentence(ops, scanner_trigger):
     scanner_trigger.skill = "triage"
     text = task_text(scanner_trigger)
-    assert "Use your skill `triage`." in text and "subagent" not in text
+    assert "subagent" not in text and "triage" not in text
+    assert text.endswith("Scan last night's logs for errors.")
+
+
+def test_a_trigger_naming_a_subagent_whose_file_does_not_load_is_refused(ops):
+    from triggers.validation import InvalidTrigger
+
+    (paths.team_dir("ops") / "subagents" / "broken.md").write_text("no front matter")
+    with pytest.raises(InvalidTrigger) as caught:
+        trigger_create(
+            team=ops,
+            name="broken-run",
+            type="schedule",
+            config={"cron": "0 2 * * *"},
+            task="x",
+            subagent="broken",
+        )
+    assert "subagents/broken.md must start with a front matter block" in caught.value.message

@@ -290,3 +290,36 @@ def test_a_subagent_runs_on_its_own_provider_profile(ops, scripted_provider):
     child = Session.objects.get(kind="subagent")
     assert child.provider_profile == "fast" and child.final_text == "fast answered"
     assert Session.objects.get(kind="task").provider_profile == "default"
+
+
+def test_a_delegation_replays_as_a_tree_without_divergence(ops, scripted_provider):
+    from openhive.cli.replay import replay_options
+    from openhive.engine.replay import replay_tree
+
+    write_subagent("ops", "writer", WRITER)
+    scripted_provider(delegation_script({"content": "A haiku."}))
+    task = task_enqueue(team=ops, text="go")
+    assert run_task(task.pk) == "done"
+    parent = Session.objects.select_related("team").get(kind="task")
+    report = replay_tree(parent, **replay_options())
+    assert report.divergence is None and len(report.children) == 1
+    assert report.children[0].divergence is None
+    assert Session.objects.count() == 2  # the replay was rolled back
+
+
+def test_the_childs_spend_counts_for_the_task_budget_it_serves(ops, scripted_provider):
+    write_subagent("ops", "writer", WRITER)
+    config = load_team_config("ops")
+    config.budgets.task_tokens = 5000
+    write_team_config(config)
+    script = delegation_script({"content": "never asked"})
+    # The orchestrator's first step alone spends most of the task's budget.
+    script[0]["reply"]["usage"] = {"prompt_tokens": 4900, "completion_tokens": 50}
+    scripted_provider(script)
+    task = task_enqueue(team=ops, text="go")
+    run_task(task.pk)
+    child = Session.objects.get(kind="subagent")
+    assert child.task_id == task.pk and child.stop_reason == "budget_exceeded"
+    assert f"task #{task.pk}" in child.error
+    call = ToolCall.objects.get(tool="run_subagent")
+    assert call.result["code"] == "SUBAGENT_BUDGET_EXCEEDED"

@@ -199,3 +199,13 @@ def test_a_plugin_cannot_reach_the_worker(ops, fooled_scan):
     result = call_as(ops, "plugin__whoami")["result"]
     assert result["django"] is False and result["pid"] != os.getpid()
     assert len(result["procs"]) <= 3  # bubblewrap's init and the plugin itself
+
+
+def test_a_memory_hog_hits_its_limit_and_the_worker_is_untouched(ops, settings):
+    settings.OPENHIVE = {**settings.OPENHIVE, "SANDBOX_MEMORY_MB": 256}
+    source = plugin("hog = bytearray(1024 * 1024 * 1024)\nreturn len(hog)")
+    assert register(ops, "hog", source)["success"]
+    result = call_as(ops, "plugin__hog")
+    assert result["success"] is False, result
+    assert result["code"] in ("PLUGIN_ERROR", "PLUGIN_CRASHED")
+    assert "MemoryError" in result["error"] or "killed" in result["error"]

@@ -296,3 +296,37 @@ def test_a_symlink_planted_in_plugins_is_not_followed(ops, added, openhive_dirs,
     assert result["success"] is False and result["code"] == "FAILED_VERIFICATION"
     page = admin_client.get(f"/admin/tools/plugin/{added.pk}/change/").content.decode()
     assert "the file is not on disk" in page and "thinking out loud" not in page
+
+
+def test_a_team_registers_a_plugin_in_one_session_and_uses_it_in_the_next(ops, scripted_provider):
+    set_config("ops", allowed_tools=["register_plugin_tool", "plugin__*"])
+    scripted_provider(
+        [
+            {
+                "when": {"last": "user", "matches": "write"},
+                "reply": {
+                    "tool_calls": [
+                        {
+                            "name": "register_plugin_tool",
+                            "arguments": {"tool_name": "add", "source_code": ADD},
+                        }
+                    ]
+                },
+            },
+            {
+                "when": {"last": "user", "matches": "use"},
+                "reply": {"tool_calls": [{"name": "plugin__add", "arguments": {"a": 4, "b": 5}}]},
+            },
+            {"when": {"last": "tool", "tool": "register_plugin_tool"}, "reply": {"content": "ok"}},
+            {"when": {"last": "tool", "tool": "plugin__add"}, "reply": {"content": "nine"}},
+        ]
+    )
+    first = run_team_session(ops, "write an adder")
+    assert first.ok and first.content == "ok"
+    registered = ToolCall.objects.get(session_id=first.session_id)
+    assert registered.success and registered.result["tool"] == "plugin__add"
+    second = run_team_session(ops, "use the adder")
+    assert second.ok and second.content == "nine"
+    used = ToolCall.objects.get(session_id=second.session_id)
+    assert used.tool == "plugin__add" and used.result["result"]["sum"] == 9
+    assert used.result["code_sha256"] == DIGEST

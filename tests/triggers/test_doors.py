@@ -94,7 +94,7 @@ def test_a_named_subagent_and_skill_must_exist(ctx, settings):
     assert 'unknown subagent "scanner"' in result["error"]
     folder = settings.RUN_DIR / "teams" / "ops" / "subagents"
     folder.mkdir(parents=True)
-    (folder / "scanner.md").write_text("# scanner")
+    (folder / "scanner.md").write_text("---\ndescription: Scans\n---\nYou scan.")
     skills = settings.RUN_DIR / "teams" / "ops" / "skills"
     skills.mkdir(parents=True)
     (skills / "triage.md").write_text("---\nname: triage\ndescription: Sort alerts\n---\nSort.")

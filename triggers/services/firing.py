@@ -38,10 +38,8 @@ def correlation(trigger: TriggerConfig, event_key: str) -> str:
 
 def task_text(trigger: TriggerConfig, context: str = "") -> str:
     lines = [f"[trigger {trigger.name} ({trigger.type})]"]
-    # A named subagent runs this task itself (the runner routes on the task's options), so
-    # the text carries no routing sentence for an orchestrator to follow or ignore.
-    if trigger.subagent and trigger.skill:
-        lines.append(f"Use your skill `{trigger.skill}`.")
+    # A named subagent runs this task itself and a named skill's body is delivered with it
+    # (the runner acts on the task's options): the text carries no routing sentence.
     lines.append(trigger.task)
     if context:
         lines.append(context)

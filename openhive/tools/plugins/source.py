@@ -67,7 +67,8 @@ def call_plugin(tool_name: str, ctx: ToolContext, args: dict) -> dict:
             identity,
         )
     scrubber = get_scrubber()
-    if scrubber.secrets and any(secret in str(args) for secret in scrubber.secrets):
+    texts = list(_strings(args))
+    if any(secret in text for secret in scrubber.secrets for text in texts):
         # A plugin has no network: a secret handed to it can only land in a file or a result.
         return _failure(
             "the arguments contain a secret value from the vault; plugins have no network and "
@@ -113,3 +114,16 @@ def _failure(error: str, code: str, identity: dict, *, stderr: str = "") -> dict
     if stderr.strip():
         result["stderr"] = stderr[-2000:]
     return result
+
+
+def _strings(value: Any) -> Iterable[str]:
+    """Every string in JSON-like arguments, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
