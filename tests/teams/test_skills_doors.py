@@ -50,7 +50,10 @@ def api_client(settings) -> Client:
     return Client(HTTP_AUTHORIZATION=f"Bearer {token}")
 
 
-def test_the_team_admin_page_lists_skills_and_the_broken_ones(admin_client, ops, openhive_dirs):
+def test_the_team_admin_page_lists_skills_and_the_broken_ones(
+    admin_client, ops, openhive_dirs, scripted_provider
+):
+    scripted_provider([{"when": {}, "reply": {"content": "ok"}}])  # no provider advice on the page
     html = admin_client.get(reverse("admin:teams_team_change", args=(ops.pk,))).content.decode()
     assert "disk-report — Weekly disk report for the ops servers" in html
     assert "pdf-tools — Weekly disk report for the ops servers (warning: no Purpose" in html
