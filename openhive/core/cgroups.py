@@ -94,10 +94,28 @@ def _detect() -> dict[str, _Controller | None]:
 
 
 def _sweep(base: Path) -> None:
-    """Remove empty groups left by runs of earlier processes."""
+    """Remove empty groups left by runs of processes that are gone. A live process's group is
+    left alone: it may be empty only because its run is between `mkdir` and `add` (several
+    workers, or test runs, start on one machine at once)."""
     for stale in base.glob("run-*"):
+        if _owner_alive(stale.name):
+            continue
         with contextlib.suppress(OSError):
             stale.rmdir()
+
+
+def _owner_alive(name: str) -> bool:
+    try:
+        pid = int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def controllers() -> dict[str, _Controller | None]:
