@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
 
 from openhive.cli import VERBS
+from openhive.core.dburl import database_problem
 from openhive.core.errors import DomainError
 from openhive.core.text import UnstorableText, check_storable
 
@@ -27,6 +30,9 @@ class Command(BaseCommand):
             check_storable({k: v for k, v in options.items() if isinstance(v, str)})
         except UnstorableText as exc:
             raise CommandError(f"argument {exc}") from exc
+        problem = database_problem(connection, settings.DATABASE_URL)
+        if problem:
+            raise CommandError(problem)
         try:
             VERBS[verb].run(self, **options)
         except DomainError as exc:
