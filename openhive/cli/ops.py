@@ -14,7 +14,7 @@ from openhive.core.errors import DomainError
 from openhive.core.jobs import registered_jobs
 from openhive.core.prompt_sections import registered_sections
 from openhive.core.registry import tools_for
-from openhive.engine.providers import providers_configured
+from openhive.engine.providers import provider_problem
 from openhive.engine.selectors import engine_leader
 from openhive.engine.tool_calls import call_tool
 from openhive.org.services import team_spawn
@@ -151,7 +151,9 @@ class Status(Verb):
         team_ensure_main()
         leader = engine_leader()
         out.write(f"Engine leader: {leader.holder if leader else 'none running'}")
-        out.write(f"Provider configured: {'yes' if providers_configured() else 'no'}")
+        # The real reason, not "not configured", when the default profile cannot be used.
+        problem = provider_problem("default")
+        out.write(f"Provider configured: {'no: ' + problem if problem else 'yes'}")
         problems = config_problems()
         if problems:
             out.write("Configuration problems:")
