@@ -45,12 +45,23 @@ READY_LIMIT_SECONDS = 120.0
 
 
 class Serve(Verb):
-    help = "Migrate, then run the web server, workers and engine loop together."
+    help = (
+        "serve [--port N] [--host H]: migrate, then run the web server, the workers and the "
+        "engine loop together until Ctrl-C."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--no-migrate", action="store_true", help="skip migrations")
+        parser.add_argument(
+            "--port", type=int, default=8000, help="the web server's port (default 8000)"
+        )
+        parser.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)",
+        )
+        parser.add_argument(
+            "--no-migrate", action="store_true", help="skip migrations (they ran already)"
+        )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
         host, port = options["host"], options["port"]
@@ -250,7 +261,10 @@ def _stop_with_parent() -> None:
 
 
 class Engine(Verb):
-    help = "Run the engine loop only (dispatcher, lease reaper); one of several may lead."
+    help = (
+        "engine: run the engine loop alone (it hands queued tasks to `manage.py qcluster` "
+        "workers, reaps expired leases, fires triggers); several may run, one leads."
+    )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
         from openhive.clock import EngineLoop

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import textwrap
+from argparse import RawDescriptionHelpFormatter
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
@@ -14,14 +17,23 @@ from openhive.core.text import UnstorableText, check_storable
 
 class Command(BaseCommand):
     help = (
-        "Run and operate OpenHive: serve, engine, init, demo, tool, spawn, delegate, status, "
-        "replay, token."
+        "Run and operate OpenHive. `manage.py openhive <verb> --help` describes each verb and "
+        "its arguments."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="verb", required=True)
+        sub = parser.add_subparsers(dest="verb", required=True, metavar="<verb>")
         for name, verb in VERBS.items():
-            verb.add_arguments(sub.add_parser(name, help=verb.help))
+            # `openhive <verb> --help` opens with the same summary the verb list shows.
+            verb.add_arguments(
+                sub.add_parser(
+                    name,
+                    help=verb.help,
+                    description=textwrap.fill(verb.help, 79),
+                    epilog=verb.epilog(),
+                    formatter_class=RawDescriptionHelpFormatter,
+                )
+            )
 
     def handle(self, *args, verb: str, **options) -> None:
         # Arguments the shell could not decode arrive as lone surrogates; a JSON argument may
