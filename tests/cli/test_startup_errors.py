@@ -63,13 +63,14 @@ def _postgres_base() -> str:
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith(("postgres://", "postgresql://")):
         url = "postgres://postgres@127.0.0.1:5432/postgres"
+    base = url.rsplit("/", 1)[0]
     try:
         import psycopg
 
-        psycopg.connect(url, connect_timeout=3).close()
+        psycopg.connect(f"{base}/postgres", connect_timeout=3).close()
     except Exception:
         pytest.skip("no PostgreSQL server to connect to")
-    return url.rsplit("/", 1)[0]
+    return base
 
 
 BAD_URLS = {
