@@ -173,7 +173,9 @@ class Readiness:
     touches a file in `ready_dir`, see openhive.apps)."""
 
     def __init__(self, host: str, port: int, ready_dir: Path, workers: int) -> None:
-        self.host, self.port, self.ready_dir, self.workers = host, port, ready_dir, workers
+        # django-q2 starts one worker per CPU when told 0: wait for at least one then.
+        self.host, self.port, self.ready_dir = host, port, ready_dir
+        self.workers = max(1, workers)
         self.started = time.monotonic()
         self.pending = True
         self.port_answers = False
