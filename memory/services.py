@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,9 +220,15 @@ def memory_delete(*, team: Team, key: str, deleted_by: str = "") -> bool:
     return True
 
 
-def memory_reembed(*, batch_size: int = 64, team: Team | None = None) -> dict:
+def memory_reembed(
+    *,
+    batch_size: int = 64,
+    team: Team | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
     """Embed every chunk whose vector is missing or from another model with the current model.
-    Idempotent and resumable: each batch commits on its own."""
+    Idempotent and resumable: each batch commits on its own. `progress(done, total)` is called
+    after each batch."""
     embedder = embeddings.get_embedder()
     if embedder is None:
         raise DomainError(
@@ -232,6 +238,7 @@ def memory_reembed(*, batch_size: int = 64, team: Team | None = None) -> dict:
     pending = MemoryChunk.objects.exclude(embedding_model=embedder.name)
     if team is not None:
         pending = pending.filter(team=team)
+    total = pending.count() if progress is not None else 0
     done = 0
     last_id = 0
     while True:
@@ -248,4 +255,6 @@ def memory_reembed(*, batch_size: int = 64, team: Team | None = None) -> dict:
                 )
         done += len(rows)
         last_id = rows[-1][0]
+        if progress is not None:
+            progress(done, max(total, done))
     return {"model": embedder.name, "embedded": done}

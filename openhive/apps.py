@@ -1,5 +1,7 @@
+import contextlib
 import os
 import threading
+from pathlib import Path
 
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
@@ -22,6 +24,21 @@ class OpenHiveConfig(AppConfig):
     def ready(self) -> None:
         autodiscover_modules(*DISCOVERED_MODULES)
         _preload_llm(os.environ.get("OPENHIVE_PRELOAD_LLM", ""))
+        _announce_workers(os.environ.get("OPENHIVE_READY_DIR", ""))
+
+
+def _announce_workers(ready_dir: str) -> None:
+    """Under `serve`: each django-q2 worker, once spawned and ready for work, leaves a file in
+    the folder serve watches, so serve's banner comes only once the workers can run tasks."""
+    if not ready_dir:
+        return
+    from django_q.signals import post_spawn
+
+    def announce(sender: object, proc_name: str = "", **kwargs: object) -> None:
+        with contextlib.suppress(OSError):
+            (Path(ready_dir) / f"worker-{os.getpid()}").touch()
+
+    post_spawn.connect(announce, weak=False, dispatch_uid="openhive-announce-workers")
 
 
 def _preload_llm(mode: str) -> None:

@@ -10,10 +10,13 @@ from pathlib import Path
 
 import environ
 
+from openhive.core.dburl import database_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+if (BASE_DIR / ".env").is_file():  # optional: no notice when there is none
+    environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DATA_DIR = Path(env("OPENHIVE_DATA_DIR", default=str(BASE_DIR / "data"))).resolve()
 RUN_DIR = Path(env("OPENHIVE_RUN_DIR", default=str(DATA_DIR / "run"))).resolve()
@@ -91,9 +94,10 @@ TEMPLATES = [
     },
 ]
 
-if env("DATABASE_URL", default=""):
-    DATABASES = {"default": env.db("DATABASE_URL")}
-    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+DATABASE_URL = env("DATABASE_URL", default="")
+if DATABASE_URL:
+    # A URL that cannot be used stops here with a few lines (manage.py prints them).
+    DATABASES = {"default": database_config(DATABASE_URL)}
 else:
     DATABASES = {
         "default": {
@@ -261,6 +265,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django_q": {"level": "WARNING"},
+        # Start-up chatter (the cluster's processes, daphne's endpoints and its HTTP/2 notice):
+        # serve prints one banner once the port answers and the workers are ready.
+        "django-q": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
         "LiteLLM": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
     },

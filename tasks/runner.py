@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 from django.conf import settings
@@ -95,7 +96,17 @@ def run_next_task(worker: str | None = None) -> str | None:
             span.set_attribute("openhive.claimed", task is not None)
             _continue_trace(task)
         if task is not None:
-            return run_claimed(task, worker)
+            started = time.monotonic()
+            status = run_claimed(task, worker)
+            # One line per task, for the operator watching a `worker`.
+            logger.info(
+                "task #%d (%s) %s in %.1f s",
+                task.pk,
+                team_name,
+                status,
+                time.monotonic() - started,
+            )
+            return status
     return None
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
+from django.conf import settings
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -99,7 +100,8 @@ class TeamConfig(BaseModel):
     # Deny by default: a config that lists no tools offers the model none.
     allowed_tools: list[str] = Field(default_factory=list)
     provider_profile: str = "default"
-    max_turns: int = Field(default=50, ge=1, le=500)
+    # Absent from config.yaml: OPENHIVE_MAX_TURNS (default 50).
+    max_turns: int = Field(default_factory=lambda: default_max_turns(), ge=1, le=500)
     max_concurrent_daily_ops: int = Field(default=5, ge=1, le=100)
     web: WebConfig = Field(default_factory=WebConfig)
     browser: BrowserConfig | None = None
@@ -121,8 +123,13 @@ def default_config(name: str, *, parent: str | None, description: str = "") -> T
         parent=parent,
         description=description,
         allowed_tools=["*"],
-        max_turns=200 if name == MAIN_TEAM else 50,
+        # The main agent routes a whole conversation's work: it gets more room.
+        max_turns=max(200, default_max_turns()) if name == MAIN_TEAM else default_max_turns(),
     )
+
+
+def default_max_turns() -> int:
+    return settings.OPENHIVE["DEFAULT_MAX_TURNS"]
 
 
 _cache: dict[str, tuple[bytes, TeamConfig]] = {}

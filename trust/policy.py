@@ -112,10 +112,16 @@ def load_trust_policy() -> LoadedPolicy:
         value = LoadedPolicy(None, path)
         if path not in _warned:
             _warned.add(path)
+            # Advice, not an alarm: on a first start the file simply does not exist yet.
+            where = (
+                f"{path} has no `trust:` section"
+                if key[1] is not None
+                else f"there is no {path} yet"
+            )
             logger.warning(
-                "No trust policy configured (no `trust:` section in %s): every identified "
-                "sender is allowed. See the README, section Chat and trust.",
-                path,
+                "No trust policy: %s, so every signed-in user and every API token may chat. "
+                "To restrict who may, add a `trust:` section there (README, Chat and trust).",
+                where,
             )
     else:
         try:

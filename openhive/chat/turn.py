@@ -13,9 +13,9 @@ from django.db import DatabaseError, OperationalError, connection, transaction
 
 from openhive.core.errors import DomainError
 from openhive.engine.models import Session
-from openhive.engine.providers import not_configured_message, providers_configured
+from openhive.engine.providers import provider_problem
 from teams.agent import run_team_session
-from teams.config import team_config_problem
+from teams.config import load_team_config, team_config_problem
 from teams.services import team_ensure_main
 from trust.gate import Decision, Sender
 from trust.services import trust_gate_check
@@ -134,16 +134,17 @@ def chat_turn(
     """Runs in a worker thread; closes its own database connection when done."""
     topic = routed.topic
     try:
-        if not providers_configured():
-            return TurnResult(
-                False, topic, error_code="provider_not_configured", error=not_configured_message()
-            )
         main = team_ensure_main()
         problem = team_config_problem(main.name)
         if problem:
             # Operators get the detail (file and key); the person chatting gets a sentence.
             logger.error("chat turn refused: %s", problem)
             return TurnResult(False, topic, error_code="config_error", error=CONFIG_BROKEN)
+        # The real reason (no file, a YAML error, a broken profile, an unset key variable),
+        # for the profile the main agent actually uses.
+        problem = provider_problem(load_team_config(main.name).provider_profile)
+        if problem:
+            return TurnResult(False, topic, error_code="provider_not_configured", error=problem)
         limit = settings.OPENHIVE["CHAT_HISTORY_MESSAGES"]
         tools = [*ROUTING_TOOLS, *TRUST_TOOLS]
         if routed.mode == SINGLE:
@@ -173,7 +174,7 @@ def chat_turn(
                 False,
                 topic,
                 error_code="turn_failed",
-                error=outcome.error or outcome.content,
+                error=outcome.plain_error or outcome.error or outcome.content,
                 topic_moved=new_topic is not None,
             )
         message_record(

@@ -1,4 +1,5 @@
 from .base import Verb
+from .demo import Demo
 from .ops import Delegate, Spawn, Status, Tool
 from .replay import Replay
 from .serve import Engine, Serve
@@ -10,6 +11,7 @@ VERBS: dict[str, Verb] = {
     "serve": Serve(),
     "engine": Engine(),
     "init": Init(),
+    "demo": Demo(),
     "tool": Tool(),
     "spawn": Spawn(),
     "delegate": Delegate(),

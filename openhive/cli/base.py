@@ -14,5 +14,9 @@ class Verb:
     def add_arguments(self, parser: ArgumentParser) -> None:
         pass
 
+    def epilog(self) -> str | None:
+        """Shown at the end of the verb's --help (examples, lists)."""
+        return None
+
     def run(self, command: BaseCommand, **options: Any) -> None:
         raise NotImplementedError

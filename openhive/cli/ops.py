@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from argparse import ArgumentParser
 from typing import Any
 
@@ -13,8 +14,8 @@ from openhive.core.context import ToolContext
 from openhive.core.errors import DomainError
 from openhive.core.jobs import registered_jobs
 from openhive.core.prompt_sections import registered_sections
-from openhive.core.registry import team_tools
-from openhive.engine.providers import providers_configured
+from openhive.core.registry import all_tools, team_tools
+from openhive.engine.providers import provider_problem
 from openhive.engine.selectors import engine_leader
 from openhive.engine.tool_calls import call_tool
 from openhive.org.services import team_spawn
@@ -40,18 +41,41 @@ def _team(name: str) -> Team:
 
 class Tool(Verb):
     help = (
-        "tool <team> <tool> '<json>' [--operator]: call a tool as a team (only the tools its "
-        "allowed_tools give its sessions, unless --operator) and print the result."
+        "tool <team> [<tool> ['<json>']] [--operator]: call a tool as a team (only the tools "
+        "its allowed_tools give its sessions, unless --operator) and print the result; "
+        "without <tool>, list the tools the team gets."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("team")
-        parser.add_argument("tool")
-        parser.add_argument("arguments", nargs="?", default="{}")
+        parser.add_argument("team", help="the team to act as (main, or a spawned team)")
+        parser.add_argument(
+            "tool",
+            nargs="?",
+            default="",
+            help="the tool to call; leave it out to list the tools this team gets",
+        )
+        parser.add_argument(
+            "arguments",
+            nargs="?",
+            default="{}",
+            help="the tool's arguments as a JSON object (default {})",
+        )
         parser.add_argument(
             "--operator",
             action="store_true",
             help="bypass the team's allowlist: any registered tool, as the operator",
+        )
+
+    def epilog(self) -> str:
+        return (
+            "Examples:\n"
+            "  manage.py openhive tool main                 # the tools main gets\n"
+            "  manage.py openhive tool main list_teams '{\"recursive\": true}'\n"
+            + textwrap.fill(
+                "Registered tools (a team gets those its allowed_tools match): "
+                + ", ".join(sorted(spec.name for spec in all_tools())),
+                79,
+            )
         )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
@@ -72,6 +96,13 @@ class Tool(Verb):
             # Exactly what the team's sessions are offered, run-time tools (its browser, its
             # plugins, its MCP servers' tools) included.
             allowed = [s.name for s in team_tools(team, config.allowed_tools)]
+        if not options["tool"]:
+            command.stdout.write(
+                f"{team.name} gets {len(allowed)} tool(s): " + ", ".join(sorted(allowed))
+                if allowed != ["*"]
+                else "--operator: every registered tool"
+            )
+            return
         try:
             offered = {s.name: s for s in team_tools(team, ["*"])}
         except DomainError:  # a broken config: only the declared tools can be called
@@ -90,14 +121,34 @@ class Tool(Verb):
             raise SystemExit(1)
 
 
+WHO_RUNS_IT = (
+    "a running `serve` runs it; without one, start `manage.py openhive worker` (or the engine "
+    "loop `openhive engine` together with `manage.py qcluster`: the engine alone only hands "
+    "tasks out)"
+)
+
+
 class Spawn(Verb):
-    help = "spawn <name> [--parent P] [--description D] [--scope k1,k2]: create a team."
+    help = (
+        "spawn <name> [--parent P] [--description D] [--scope k1,k2]: create a team and queue "
+        "its bootstrap task."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("name")
-        parser.add_argument("--parent", default=MAIN_TEAM)
-        parser.add_argument("--description", default="")
-        parser.add_argument("--scope", default="", help="comma-separated scope keywords")
+        parser.add_argument(
+            "name", help="the new team's name: lowercase letters and digits, words joined by -"
+        )
+        parser.add_argument(
+            "--parent", default=MAIN_TEAM, help=f"the team it reports to (default {MAIN_TEAM})"
+        )
+        parser.add_argument(
+            "--description", default="", help="what the team does (shown to its parent)"
+        )
+        parser.add_argument(
+            "--scope",
+            default="",
+            help="comma-separated keywords of the work it accepts (e.g. disks,servers)",
+        )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
         team_ensure_main()
@@ -110,7 +161,7 @@ class Spawn(Verb):
         )
         command.stdout.write(
             f"Team {spawned.team.name} created under {options['parent']}; bootstrap task "
-            f"#{spawned.bootstrap_task.pk} queued (a running `serve` or `engine` picks it up)."
+            f"#{spawned.bootstrap_task.pk} queued: {WHO_RUNS_IT}."
         )
 
 
@@ -121,12 +172,22 @@ class Delegate(Verb):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("team")
-        parser.add_argument("task")
+        parser.add_argument("team", help="the team that should do it")
+        parser.add_argument("task", help="what to do, in words (quote it)")
         parser.add_argument(
-            "--priority", default="normal", choices=["critical", "high", "normal", "low"]
+            "--priority",
+            default="normal",
+            choices=["critical", "high", "normal", "low"],
+            help="queue order (default normal)",
         )
-        parser.add_argument("--overlap", default="allow", choices=list(OVERLAP_POLICIES))
+        parser.add_argument(
+            "--overlap",
+            default="allow",
+            choices=list(OVERLAP_POLICIES),
+            help="when the team already has work in flight: allow (queue behind it, the "
+            "default), skip (queue nothing), replace (cancel it, then queue) or confirm (queue "
+            "nothing and show it, so you can decide)",
+        )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
         team = _team(options["team"])
@@ -138,28 +199,40 @@ class Delegate(Verb):
             created_by="operator",
         )
         busy = len(outcome.in_flight)
+        out = command.stdout
         if outcome.task is None:
-            command.stdout.write(
-                f"Not queued ({outcome.status}): {team.name} has {busy} task(s) in flight. "
-                "Use --overlap allow to queue behind them or --overlap replace to cancel them."
+            out.write(f"Not queued: {team.name} has {busy} task(s) in flight:")
+            for entry in outcome.in_flight:
+                out.write(f"  task #{entry['task_id']} ({entry['type']}, {entry['status']})")
+            again = f'manage.py openhive delegate {team.name} "{options["task"]}"'
+            if options["priority"] != "normal":
+                again += f" --priority {options['priority']}"
+            out.write(
+                f"To queue it anyway, behind them:  {again} --overlap allow\n"
+                f"To cancel them and queue it:      {again} --overlap replace"
             )
             raise SystemExit(1)
         replaced = f"; cancelled {outcome.replaced}" if outcome.replaced else ""
-        command.stdout.write(
+        out.write(
             f"Task #{outcome.task.pk} queued for {team.name} ({options['priority']}; "
-            f"{busy} in flight before it{replaced})."
+            f"{busy} in flight before it{replaced}): {WHO_RUNS_IT}."
         )
 
 
 class Status(Verb):
-    help = "Show the org tree, the queue and the engine."
+    help = (
+        "status: the org tree, the queue, the engine leader, the provider and configuration "
+        "problems, the triggers, the clock jobs and the prompt sections."
+    )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
         out = command.stdout
         team_ensure_main()
         leader = engine_leader()
         out.write(f"Engine leader: {leader.holder if leader else 'none running'}")
-        out.write(f"Provider configured: {'yes' if providers_configured() else 'no'}")
+        # The real reason, not "not configured", when the default profile cannot be used.
+        problem = provider_problem("default")
+        out.write(f"Provider configured: {'no: ' + problem if problem else 'yes'}")
         problems = config_problems()
         if problems:
             out.write("Configuration problems:")

@@ -73,7 +73,7 @@ class Replay(Verb):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("session", nargs="?", type=int)
+        parser.add_argument("session", nargs="?", type=int, help="the session id (admin, Sessions)")
         parser.add_argument("--tree", action="store_true", help="also its child sessions")
         parser.add_argument("--all", action="store_true", help="every session since --since")
         parser.add_argument("--since", default="", help="with --all: date or ISO time")

@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from argparse import ArgumentParser
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from tasks.services import tasks_release_dead_local_workers
 from teams.services import team_ensure_main
@@ -35,22 +39,40 @@ PR_SET_CHILD_SUBREAPER = 36
 # SIGTERM first, SIGKILL to whatever of a child's group is left after this: within the 5 s
 # that service managers and people at a terminal give.
 STOP_GRACE_SECONDS = 3.0
+# The banner waits this long at most for the port to answer and the workers to start (a cold
+# machine imports litellm for seconds); after it, serve says what is still missing.
+READY_LIMIT_SECONDS = 120.0
 
 
 class Serve(Verb):
-    help = "Migrate, then run the web server, workers and engine loop together."
+    help = (
+        "serve [--port N] [--host H]: migrate, then run the web server, the workers and the "
+        "engine loop together until Ctrl-C."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--no-migrate", action="store_true", help="skip migrations")
+        parser.add_argument(
+            "--port", type=int, default=8000, help="the web server's port (default 8000)"
+        )
+        parser.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="the address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)",
+        )
+        parser.add_argument(
+            "--no-migrate", action="store_true", help="skip migrations (they ran already)"
+        )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
+        host, port = options["host"], options["port"]
+        # Before anything starts: a taken port is one line, not a banner and a buried error.
+        problem = port_problem(host, port)
+        if problem:
+            raise CommandError(problem)
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
         team_ensure_main()
         manage = str(settings.BASE_DIR / "manage.py")
-        host, port = options["host"], options["port"]
         specs = {
             "web": [
                 sys.executable,
@@ -73,21 +95,23 @@ class Serve(Verb):
             signal.signal(sig, lambda *_: stop.set())
         _adopt_orphans()
         preload = {"web": "background", "workers": "now", "engine": ""}
+        ready_dir = Path(tempfile.mkdtemp(prefix="openhive-ready-"))
         children = {
             name: subprocess.Popen(
                 cmd,
-                env={**os.environ, "OPENHIVE_PRELOAD_LLM": preload[name]},
+                env={
+                    **os.environ,
+                    "OPENHIVE_PRELOAD_LLM": preload[name],
+                    "OPENHIVE_READY_DIR": str(ready_dir),
+                },
                 start_new_session=True,
                 preexec_fn=_stop_with_parent,
             )
             for name, cmd in specs.items()
         }
         shown = "localhost" if host in ("127.0.0.1", "::1") else host
-        command.stdout.write(
-            f"OpenHive is serving on http://{shown}:{port}/  (admin /admin/, API /api/v1/docs, "
-            f"chat ws://{shown}:{port}/ws/chat/). Ctrl-C stops it."
-        )
-        sys.stdout.flush()
+        base = f"http://{shown}:{port}"
+        waiting = Readiness(host, port, ready_dir, settings.Q_CLUSTER["workers"])
         exit_code = 0
         while not stop.is_set():
             for name, child in children.items():
@@ -96,10 +120,88 @@ class Serve(Verb):
                     exit_code = 1
                     stop.set()
                     break
-            stop.wait(0.5)
+            if not stop.is_set() and waiting.pending and waiting.check():
+                command.stdout.write(
+                    f"OpenHive is ready: {base}/\n"
+                    f"  chat    {base}/chat/\n"
+                    f"  admin   {base}/admin/\n"
+                    f"  API     {base}/api/v1/docs\n"
+                    "Ctrl-C stops it."
+                )
+                sys.stdout.flush()
+            elif waiting.pending and waiting.overdue():
+                command.stderr.write(
+                    f"Still starting after {READY_LIMIT_SECONDS:g} s: {waiting.missing()}."
+                )
+                waiting.pending = False
+            stop.wait(0.2 if waiting.pending else 0.5)
         _stop_all(children)
+        with contextlib.suppress(OSError):
+            for leftover in ready_dir.iterdir():
+                leftover.unlink()
+            ready_dir.rmdir()
         if exit_code:
             raise SystemExit(exit_code)
+
+
+def port_problem(host: str, port: int) -> str:
+    """Why daphne could not listen on host:port, or "" (bound as Twisted binds: with
+    SO_REUSEADDR, so a port in TIME_WAIT is not reported as taken)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"--host {host}: cannot resolve it ({exc.strerror})."
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (
+                    f"Port {port} on {host} is already in use (another serve?): stop that "
+                    f"process or choose another port with --port {port + 1}."
+                )
+            if exc.errno == errno.EACCES:
+                return f"Port {port} needs root privileges: choose one above 1023 with --port."
+            return f"Cannot listen on {host}:{port}: {exc.strerror}."
+    return ""
+
+
+class Readiness:
+    """Started = the port answers and every django-q2 worker has announced itself (each
+    touches a file in `ready_dir`, see openhive.apps)."""
+
+    def __init__(self, host: str, port: int, ready_dir: Path, workers: int) -> None:
+        # django-q2 starts one worker per CPU when told 0: wait for at least one then.
+        self.host, self.port, self.ready_dir = host, port, ready_dir
+        self.workers = max(1, workers)
+        self.started = time.monotonic()
+        self.pending = True
+        self.port_answers = False
+
+    def check(self) -> bool:
+        if not self.port_answers:
+            with contextlib.suppress(OSError):
+                socket.create_connection((self.host, self.port), timeout=0.5).close()
+                self.port_answers = True
+        if self.port_answers and self.workers_ready() >= self.workers:
+            self.pending = False
+            return True
+        return False
+
+    def workers_ready(self) -> int:
+        with contextlib.suppress(OSError):
+            return sum(1 for _ in self.ready_dir.glob("worker-*"))
+        return 0
+
+    def overdue(self) -> bool:
+        return time.monotonic() - self.started > READY_LIMIT_SECONDS
+
+    def missing(self) -> str:
+        parts = [] if self.port_answers else [f"port {self.port} does not answer yet"]
+        parts.append(f"{self.workers_ready()} of {self.workers} worker(s) ready")
+        return ", ".join(parts)
 
 
 def _stop_all(children: dict[str, subprocess.Popen]) -> None:
@@ -161,7 +263,10 @@ def _stop_with_parent() -> None:
 
 
 class Engine(Verb):
-    help = "Run the engine loop only (dispatcher, lease reaper); one of several may lead."
+    help = (
+        "engine: run the engine loop alone (it hands queued tasks to `manage.py qcluster` "
+        "workers, reaps expired leases, fires triggers); several may run, one leads."
+    )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
         from openhive.clock import EngineLoop

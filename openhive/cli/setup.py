@@ -43,11 +43,23 @@ def use_demo_provider() -> bool:
 
 
 class Init(Verb):
-    help = "Create the data dir, example config, demo script and an admin user."
+    help = (
+        "init [--demo] [--username U] [--no-user]: create the data dir, example config, demo "
+        "script and an admin user with an API token; safe to run again."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--demo", action="store_true", help="use the offline scripted demo")
-        parser.add_argument("--username", default="admin", help="admin user to create")
+        parser.add_argument(
+            "--demo",
+            action="store_true",
+            help="point the default provider profile at the offline scripted demo",
+        )
+        parser.add_argument(
+            "--username",
+            default="admin",
+            help="the admin user to create (default admin; DJANGO_SUPERUSER_PASSWORD sets its "
+            "password)",
+        )
         parser.add_argument("--no-user", action="store_true", help="do not create a user")
 
     def run(self, command: BaseCommand, **options: Any) -> None:
@@ -92,9 +104,9 @@ class Token(Verb):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("action", choices=["create"])
-        parser.add_argument("username")
-        parser.add_argument("--name", default="")
+        parser.add_argument("action", choices=["create"], help="create: make a new token")
+        parser.add_argument("username", help="the user the token acts as")
+        parser.add_argument("--name", default="", help="a label to tell tokens apart in the admin")
         parser.add_argument(
             "--scope",
             default=ApiToken.Scope.USER,

@@ -25,7 +25,9 @@ class RotateVaultKey(Verb):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
-            "--generate", action="store_true", help="only print a new key to put first"
+            "--generate",
+            action="store_true",
+            help="only print a new key (put it first in OPENHIVE_VAULT_KEY, then run again)",
         )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
@@ -56,11 +58,19 @@ class RotateVaultKey(Verb):
 
 
 class Reembed(Verb):
-    help = "reembed [--team T]: embed memory chunks with the current embedding model."
+    help = (
+        "reembed [--team T] [--batch-size N]: embed memory chunks with the current embedding "
+        "model (after changing it); shows its progress and can be stopped and run again."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--team", default=None, help="only this team")
-        parser.add_argument("--batch-size", type=int, default=64)
+        parser.add_argument("--team", default=None, help="only the chunks of this team")
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=64,
+            help="chunks embedded and committed together (default 64)",
+        )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
         team = None
@@ -71,5 +81,11 @@ class Reembed(Verb):
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
         command.stdout.write(f"Embedding model: {current_model() or 'none'}")
-        report = memory_reembed(batch_size=options["batch_size"], team=team)
+        out = command.stdout
+
+        def progress(done: int, total: int) -> None:
+            out.write(f"  {done}/{total} chunk(s) embedded ({done * 100 // max(total, 1)}%)")
+            out.flush()
+
+        report = memory_reembed(batch_size=options["batch_size"], team=team, progress=progress)
         command.stdout.write(f"Embedded {report['embedded']} chunk(s) with {report['model']}.")

@@ -26,11 +26,21 @@ logger = logging.getLogger(__name__)
 
 
 class Worker(Verb):
-    help = "worker [--threads N] [--exit-when-idle]: claim and run queued tasks (pull mode)."
+    help = (
+        "worker [--threads N] [--exit-when-idle S]: claim and run queued tasks straight from "
+        "the task table (pull mode, no engine or qcluster needed); one log line per task."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--threads", type=int, default=settings.Q_CLUSTER["workers"])
-        parser.add_argument("--poll", type=float, default=0.2, help="idle poll seconds")
+        parser.add_argument(
+            "--threads",
+            type=int,
+            default=settings.Q_CLUSTER["workers"],
+            help="tasks run at once (default OPENHIVE_WORKERS)",
+        )
+        parser.add_argument(
+            "--poll", type=float, default=0.2, help="seconds between looks at an empty queue"
+        )
         parser.add_argument(
             "--exit-when-idle",
             type=float,

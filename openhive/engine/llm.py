@@ -125,6 +125,29 @@ class ProviderUnavailable(ProviderError):
         self.attempts = attempts
 
 
+PLAIN_REASONS = {
+    "auth": 'The model provider refused the credentials of profile "{profile}". An operator '
+    "should check its API key.",
+    "rate_limit": "The model provider is limiting requests right now. Please try again in a "
+    "minute.",
+    "timeout": "The model provider did not answer in time. Please try again shortly.",
+    "server": "The model provider had an internal error. Please try again shortly.",
+    "connection": "The model provider could not be reached. An operator should check the "
+    'network and the address of profile "{profile}".',
+    "bad_request": "The model provider rejected the request. An operator can see why in the "
+    "admin (Sessions).",
+}
+
+
+def plain_reason(exc: ProviderError, profile: str) -> str:
+    """A failed model call as a sentence for a person chatting: no exception names, no
+    "Handle with `litellm…`" advice (that stays in the session's record for operators)."""
+    template = PLAIN_REASONS.get(
+        exc.kind, "The model call failed. An operator can see why in the admin (Sessions)."
+    )
+    return template.format(profile=profile)
+
+
 DeltaSink = Callable[[str], None]
 
 

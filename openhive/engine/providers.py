@@ -174,16 +174,50 @@ def _explain(error: Any) -> str:
 
 def provider_problems() -> list[str]:
     """Every reason a part of providers.yaml cannot be used, for the health check, `status`
-    and the admin: the file, the profile and the key."""
+    and the admin: the file, the profile and the key or variable (never a value)."""
     path = providers_file()
     try:
         config = load_providers()
     except ProviderNotConfigured as exc:
         return [exc.message]
-    return [
-        f"{path.name}: {problem}" if part == "file" else f'{path.name}: profile "{part}": {problem}'
-        for part, problem in sorted(config.problems.items())
-    ]
+    problems = {**config.problems}
+    for name, raw in [
+        *config.profiles.items(),
+        *([("embedding", config.embedding)] if config.embedding else []),
+    ]:
+        if raw.api_key is None and raw.api_key_env and not os.environ.get(raw.api_key_env):
+            problems[name] = _unset_variable(raw.api_key_env)
+    if path.exists() and "default" not in config.profiles and "default" not in problems:
+        defined = ", ".join(sorted(config.profiles)) or "none"
+        problems["file"] = "; ".join(
+            filter(None, [problems.get("file"), f'no "default" profile (defined: {defined})'])
+        )
+    return [f"{path.name}: {_part(part)}{problem}" for part, problem in sorted(problems.items())]
+
+
+def _part(part: str) -> str:
+    if part == "file":
+        return ""
+    return "embedding: " if part == "embedding" else f'profile "{part}": '
+
+
+def _unset_variable(variable: str) -> str:
+    return (
+        f"api_key_env names ${variable}, which is not set in the environment of the server "
+        "(set it where serve runs, or write the key as api_key)"
+    )
+
+
+def provider_problem(name: str = "default") -> str:
+    """Why profile `name` cannot be used, in one sentence naming the file, the profile and the
+    key or variable; "" when it can. What `status`, the chat error and the landing page say."""
+    try:
+        resolve_profile(name)
+    except ProviderNotConfigured as exc:
+        return exc.message
+    except OSError as exc:
+        return f"{providers_file()} cannot be read: {exc.strerror}"
+    return ""
 
 
 def _build(name: str, raw: ProfileIn) -> ProviderProfile:
@@ -192,7 +226,8 @@ def _build(name: str, raw: ProfileIn) -> ProviderProfile:
         env_value = os.environ.get(raw.api_key_env)
         if not env_value:
             raise ProviderNotConfigured(
-                f'provider profile "{name}" reads its key from ${raw.api_key_env}, which is not set'
+                f'provider profile "{name}" in {providers_file()} cannot be used: '
+                f"{_unset_variable(raw.api_key_env)}"
             )
         key = SecretStr(env_value)
     options = {
@@ -222,8 +257,13 @@ def resolve_profile(name: str = "default") -> ProviderProfile:
             f"{config.problems[name]}"
         )
     if raw is None:
-        if not config.profiles:
+        if not providers_file().exists():
             raise ProviderNotConfigured(not_configured_message())
+        if not config.profiles:
+            raise ProviderNotConfigured(
+                f"{providers_file()} defines no usable profile: give it a 'default' profile "
+                "(see providers.yaml.example beside it, or the README, section Configuration)"
+            )
         raise ProviderNotConfigured(
             f'provider profile "{name}" is not defined in {providers_file()} '
             f"(defined: {', '.join(sorted(config.profiles))})"
@@ -243,11 +283,7 @@ def list_profiles() -> list[ProviderProfile]:
 
 
 def providers_configured() -> bool:
-    try:
-        resolve_profile("default")
-    except (ProviderNotConfigured, OSError):
-        return False
-    return True
+    return not provider_problem("default")
 
 
 def provider_secret_values() -> list[str]:

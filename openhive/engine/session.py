@@ -109,6 +109,7 @@ def _run(
         outcome.transient = bool(stop.details.get("transient"))
         outcome.retry_after = stop.details.get("retry_after")  # type: ignore[assignment]
         outcome.budget = str(stop.details.get("budget") or "")
+        outcome.plain_error = str(stop.details.get("plain") or "")
         return outcome
     except DomainError as exc:
         return recorder.finish(Stop.ERROR, "", exc.message, effects)
@@ -272,6 +273,7 @@ class _Loop:
             raise _Stopped(
                 Stop.ERROR,
                 f"ProviderUnavailable: {exc}",
+                plain=llm.plain_reason(exc, self.agent.profile.name),
                 transient=exc.retryable,
                 retry_after=exc.retry_after,
             ) from None

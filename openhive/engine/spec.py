@@ -74,6 +74,9 @@ class SessionOutcome:
     retry_after: float | None = None
     # Which budget stopped the session (`daily_tokens`, ...), for `budget_exceeded`.
     budget: str = ""
+    # The error as a sentence for a person chatting (no exception names or developer advice);
+    # `error` keeps the operator's detail.
+    plain_error: str = ""
 
     @property
     def ok(self) -> bool:

@@ -42,3 +42,16 @@ def test_health_with_an_unreadable_provider_file_is_still_answered(openhive_dirs
     response = Client().get("/api/v1/health")
     assert response.status_code == 200
     assert response.json()["provider_configured"] is False
+
+
+def test_health_names_a_profile_whose_key_variable_is_unset(openhive_dirs, monkeypatch):
+    monkeypatch.delenv("ZZ_HEALTH_KEY", raising=False)
+    (openhive_dirs / "data" / "config" / "providers.yaml").write_text(
+        "profiles:\n  default: {model: openai/x, api_key_env: ZZ_HEALTH_KEY}\n"
+    )
+    body = Client().get("/api/v1/health").json()
+    assert body["provider_configured"] is False
+    assert body["config_problems"] == [
+        'providers.yaml: profile "default": api_key_env names $ZZ_HEALTH_KEY, which is not set '
+        "in the environment of the server (set it where serve runs, or write the key as api_key)"
+    ]

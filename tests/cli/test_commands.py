@@ -116,3 +116,13 @@ def test_token_create_says_which_rights_the_token_gives(
     identity = api_token_identify(token)
     assert identity.user.username == "boss"
     assert identity.is_operator == (rights == "operator rights")
+
+
+def test_status_gives_the_real_reason_a_provider_profile_cannot_be_used(main_team, openhive_dirs):
+    (openhive_dirs / "data" / "config" / "providers.yaml").write_text(
+        "profiles:\n  default: {api_key_env: X}\n"
+    )
+    output = run("status")
+    assert 'Provider configured: no: provider profile "default"' in output
+    assert 'missing "model"' in output
+    assert "No LLM provider is configured" not in output

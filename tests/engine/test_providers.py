@@ -11,6 +11,7 @@ from openhive.core.errors import ProviderNotConfigured
 from openhive.engine.providers import (
     list_profiles,
     load_providers,
+    provider_problem,
     provider_problems,
     provider_secret_values,
     providers_configured,
@@ -173,3 +174,64 @@ def test_embedding_key_is_a_known_secret(write_providers):
         }
     )
     assert sorted(provider_secret_values()) == sorted([KEY, "emb-key-7654321"])
+
+
+BROKEN_FILES = {
+    "yaml error": ("profiles: [\n", ["providers.yaml is invalid"]),
+    "unknown key": (
+        {"profiles": {"default": {"model": "openai/x", "modle": "y"}}},
+        ['profile "default"', 'unknown key "modle"'],
+    ),
+    "no model": ({"profiles": {"default": {"api_key_env": "X"}}}, ['profile "default"', "model"]),
+    "unset key variable": (
+        {"profiles": {"default": {"model": "openai/x", "api_key_env": "ZZ_UNSET_KEY"}}},
+        ['profile "default"', "$ZZ_UNSET_KEY", "not set"],
+    ),
+    "no profiles": ({"profiles": {}}, ["defines no usable profile"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_FILES))
+def test_a_broken_providers_file_gives_its_real_reason_not_not_configured(
+    write_providers, monkeypatch, case
+):
+    monkeypatch.delenv("ZZ_UNSET_KEY", raising=False)
+    data, fragments = BROKEN_FILES[case]
+    write_providers(data)
+    problem = provider_problem("default")
+    assert "No LLM provider is configured" not in problem
+    assert "providers.yaml" in problem
+    for fragment in fragments:
+        assert fragment in problem
+    assert providers_configured() is False
+    # The health check, `status` and the admin list it too, by file, profile and key.
+    listed = " ".join(provider_problems())
+    assert "providers.yaml" in listed
+    for fragment in fragments if case != "no profiles" else ['no "default" profile']:
+        assert fragment in listed
+
+
+def test_an_unset_key_variable_is_listed_without_any_value(write_providers, monkeypatch):
+    monkeypatch.delenv("ZZ_UNSET_KEY", raising=False)
+    write_providers(
+        {
+            "profiles": {
+                "default": {"model": "openai/x", "api_key": KEY},
+                "fast": {"model": "openai/y", "api_key_env": "ZZ_UNSET_KEY"},
+            }
+        }
+    )
+    assert provider_problem("default") == ""
+    [problem] = provider_problems()
+    assert problem.startswith('providers.yaml: profile "fast": api_key_env names $ZZ_UNSET_KEY')
+    assert KEY not in problem
+
+
+def test_a_file_without_a_default_profile_says_so(write_providers):
+    write_providers({"profiles": {"fast": {"model": "openai/y"}}})
+    assert provider_problems() == ['providers.yaml: no "default" profile (defined: fast)']
+
+
+def test_no_file_is_still_the_how_to_configure_message():
+    assert "No LLM provider is configured" in provider_problem("default")
+    assert provider_problems() == []

@@ -192,3 +192,14 @@ def test_reembed_without_a_model_is_a_clear_error(no_embeddings, ops):
 
     with pytest.raises(CommandError, match="no embedding model"):
         call_command("openhive", "reembed")
+
+
+def test_reembed_command_shows_its_progress_batch_by_batch(ops, notes, capsys):
+    from django.core.management import call_command
+
+    MemoryChunk.objects.filter(team=ops).update(embedding_model="old/model")
+    total = MemoryChunk.objects.filter(team=ops).count()
+    call_command("openhive", "reembed", "--team", "ops", "--batch-size", "1")
+    out = capsys.readouterr().out
+    assert f"1/{total} chunk(s) embedded" in out
+    assert f"{total}/{total} chunk(s) embedded (100%)" in out

@@ -60,7 +60,7 @@ def test_no_trust_section_allows_and_warns_once(trust_policy, caplog):
     trust_policy(None)
     assert trust_gate_check(BOB).reason == "no_trust_config"
     trust_gate_check(BOB)
-    warnings = [r for r in caplog.records if "No trust policy configured" in r.message]
+    warnings = [r for r in caplog.records if "No trust policy:" in r.message]
     assert len(warnings) <= 1  # once per file and process (may have been logged earlier)
 
 

@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import textwrap
+from argparse import RawDescriptionHelpFormatter
+
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
 
 from openhive.cli import VERBS
+from openhive.core.dburl import database_problem
 from openhive.core.errors import DomainError
 from openhive.core.text import UnstorableText, check_storable
 
 
 class Command(BaseCommand):
     help = (
-        "Run and operate OpenHive: serve, engine, init, demo, tool, spawn, delegate, status, "
-        "replay, token."
+        "Run and operate OpenHive. `manage.py openhive <verb> --help` describes each verb and "
+        "its arguments."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        sub = parser.add_subparsers(dest="verb", required=True)
+        sub = parser.add_subparsers(dest="verb", required=True, metavar="<verb>")
         for name, verb in VERBS.items():
-            verb.add_arguments(sub.add_parser(name, help=verb.help))
+            # `openhive <verb> --help` opens with the same summary the verb list shows.
+            verb.add_arguments(
+                sub.add_parser(
+                    name,
+                    help=verb.help,
+                    description=textwrap.fill(verb.help, 79),
+                    epilog=verb.epilog(),
+                    formatter_class=RawDescriptionHelpFormatter,
+                )
+            )
 
     def handle(self, *args, verb: str, **options) -> None:
         # Arguments the shell could not decode arrive as lone surrogates; a JSON argument may
@@ -27,6 +42,9 @@ class Command(BaseCommand):
             check_storable({k: v for k, v in options.items() if isinstance(v, str)})
         except UnstorableText as exc:
             raise CommandError(f"argument {exc}") from exc
+        problem = database_problem(connection, settings.DATABASE_URL)
+        if problem:
+            raise CommandError(problem)
         try:
             VERBS[verb].run(self, **options)
         except DomainError as exc:

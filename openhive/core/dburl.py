@@ -1,0 +1,129 @@
+"""DATABASE_URL explained: a URL that cannot be used, or a database that does not answer, is a
+few lines naming the variable and the fix, never a traceback. `database_config` runs while the
+settings load (and `manage.py` prints its error); `database_problem` runs before a CLI verb."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+SUPPORTED = {
+    "django.db.backends.postgresql": "postgres",
+    "django.db.backends.sqlite3": "sqlite",
+}
+EXAMPLE = "postgres://USER:PASSWORD@HOST:5432/NAME"
+UNSET_ADVICE = "or unset DATABASE_URL to use the embedded SQLite database in the data dir"
+
+
+class DatabaseUrlError(ImproperlyConfigured):
+    """DATABASE_URL cannot be used; the message is meant for the operator as it is."""
+
+
+def shown_url(url: str) -> str:
+    """The URL with its password replaced: safe to print."""
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+            return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        pass
+    return url
+
+
+def database_config(url: str) -> dict[str, Any]:
+    """Django's DATABASES entry for DATABASE_URL, or DatabaseUrlError saying what is wrong."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # django-environ warns, then returns an empty engine
+        try:
+            config = environ.Env.db_url_config(url)
+        except (ValueError, KeyError) as exc:
+            why = "its port is not a number" if "Port" in str(exc) else f"it cannot be read ({exc})"
+            raise DatabaseUrlError(_unusable(url, why)) from None
+    engine = config.get("ENGINE") or ""
+    if engine not in SUPPORTED:
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        why = (
+            f'the scheme "{scheme}" is not supported (use postgres:// or sqlite://)'
+            if scheme
+            else "it is not a URL (scheme://host/name)"
+        )
+        raise DatabaseUrlError(_unusable(url, why))
+    if engine == "django.db.backends.postgresql" and not config.get("NAME"):
+        raise DatabaseUrlError(_unusable(url, "it names no database (…/NAME at the end)"))
+    config.setdefault("CONN_HEALTH_CHECKS", True)
+    return config
+
+
+def _unusable(url: str, why: str) -> str:
+    return (
+        f"DATABASE_URL cannot be used: {why}.\n"
+        f"  DATABASE_URL={shown_url(url)!r}\n"
+        f"Fix: set it to {EXAMPLE} (PostgreSQL with pgvector), {UNSET_ADVICE}."
+    )
+
+
+def explain_connection_error(exc: Exception, url: str) -> str:
+    """A connection failure as what the operator should do about it."""
+    text = " ".join(str(exc).split())
+    parts = urlsplit(url)
+    where = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
+    name = parts.path.lstrip("/")
+    if "does not exist" in text and "database" in text:
+        why = f'PostgreSQL at {where} has no database "{name}"'
+        fix = (
+            f"create it (createdb -h {parts.hostname or 'localhost'} -p {parts.port or 5432} "
+            f"-U {parts.username or 'postgres'} {name}) or name an existing one in DATABASE_URL"
+        )
+    elif "password authentication failed" in text or "no password supplied" in text:
+        why = f"PostgreSQL at {where} refused the user name or password"
+        fix = "correct the user and password in DATABASE_URL"
+    elif "Connection refused" in text or "could not connect" in text or "timeout" in text:
+        why = f"nothing answers at {where}"
+        fix = "start PostgreSQL there, or correct the host and port in DATABASE_URL"
+    elif "could not translate host name" in text or "Name or service not known" in text:
+        why = f'the host "{parts.hostname}" is unknown'
+        fix = "correct the host in DATABASE_URL"
+    else:
+        why = f"the database did not accept a connection ({text[:200]})"
+        fix = "check the server and DATABASE_URL"
+    return (
+        f"Cannot connect to the database: {why}.\n"
+        f"  DATABASE_URL={shown_url(url)!r}\n"
+        f"Fix: {fix}; {UNSET_ADVICE}."
+    )
+
+
+NO_PGVECTOR = (
+    "The PostgreSQL server in DATABASE_URL has no pgvector extension (memory embeddings need "
+    "it).\n"
+    "  DATABASE_URL={url!r}\n"
+    "Fix: install it on the server (Debian: apt-get install postgresql-<version>-pgvector; "
+    "see github.com/pgvector/pgvector), {advice}."
+)
+
+
+def database_problem(connection: Any, url: str) -> str:
+    """Why the configured database cannot be used, or "" (one connection, one query)."""
+    from django.db import DatabaseError
+
+    try:
+        connection.ensure_connection()
+    except DatabaseError as exc:
+        if not url:
+            return f"Cannot open the embedded SQLite database: {exc}."
+        return explain_connection_error(exc, url)
+    if connection.vendor != "postgresql":
+        return ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector' "
+            "UNION SELECT 1 FROM pg_extension WHERE extname = 'vector'"
+        )
+        if cursor.fetchone() is None:
+            return NO_PGVECTOR.format(url=shown_url(url), advice=UNSET_ADVICE)
+    return ""
