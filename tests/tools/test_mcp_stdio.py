@@ -250,3 +250,34 @@ def test_a_slow_call_times_out_and_the_server_stays_usable(ops):
     assert "within 1 s" in slow["error"]
     assert ToolCall.objects.get(tool="mcp__fx__nap").duration_ms < 10_000
     assert call_as(ops, "mcp__fx__echo", text="awake")["text"] == "awake"
+
+
+def test_sessions_calling_at_once_share_one_started_server():
+    """Four sessions of a team (threads of one worker) call a server that is not running:
+    it starts once and answers them all over the same client session."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from openhive.tools.mcpclient.runtime import McpManager
+    from openhive.tools.mcpclient.servers import ServerPlan
+    from teams.config import McpServerConfig
+
+    events: list[str] = []
+    local = McpManager(lambda plan, state, tools, error: events.append(state))
+    plan = ServerPlan(
+        team_id=1,
+        team_name="ops",
+        name="fx",
+        config=McpServerConfig(**FIXTURE),
+        env={"PATH": os.environ["PATH"]},
+        fingerprint="one",
+    )
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(
+                pool.map(lambda i: local.call(plan, "echo", {"text": f"s{i}"}), range(4))
+            )
+    finally:
+        local.shutdown()
+    assert [a.content[0].text for a in answers] == ["s0", "s1", "s2", "s3"]
+    assert events == ["running"]

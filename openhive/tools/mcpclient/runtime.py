@@ -91,6 +91,8 @@ class McpManager:
             raise McpTimeout(f"no answer within {timeout:g} s") from None
 
     def _key_lock(self, key: tuple[int, str]) -> threading.Lock:
+        # The loop first: starting it (in a new process) clears the locks of the old one.
+        self._ensure_loop()
         with self._lock:
             return self._key_locks.setdefault(key, threading.Lock())
 

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,8 +130,28 @@ class ServerPlan:
         return (self.team_id, self.name)
 
 
+PLAN_CACHE_SECONDS = 2.0
+_plans: dict[tuple, tuple[float, ServerPlan]] = {}
+
+
 def server_plan(team: object, name: str, config: McpServerConfig) -> ServerPlan:
-    """Resolve a server definition for `team`: vault references, environment, cwd."""
+    """Resolve a server definition for `team`: vault references, environment, cwd. Every call
+    of a server tool asks for its plan; a resolved plan is reused for a couple of seconds (the
+    scrubber's own window: a changed vault value is used, and restarts the server, as soon as
+    the scrubber knows it)."""
+    key = (team.pk, str(paths.team_dir(team.name)), name, config.model_dump_json())
+    cached = _plans.get(key)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] < PLAN_CACHE_SECONDS:
+        return cached[1]
+    plan = _resolve_plan(team, name, config)
+    if len(_plans) > 1000:
+        _plans.clear()
+    _plans[key] = (now, plan)
+    return plan
+
+
+def _resolve_plan(team: object, name: str, config: McpServerConfig) -> ServerPlan:
     secrets: list[str] = []
 
     def resolve(value: str, where: str) -> str:
