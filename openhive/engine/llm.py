@@ -323,6 +323,12 @@ def _cost(litellm: ModuleType, response: Any, profile: ProviderProfile) -> Decim
         cost = take_cost(str(getattr(response, "id", "")))
         extra = getattr(response.choices[0].message, "provider_specific_fields", None) or {}
         return Decimal(str(cost or extra.get("cost_usd") or 0))
+    # litellm already priced the response while building it; pricing it again cost a step
+    # a second pass over the model map.
+    hidden = getattr(response, "_hidden_params", None) or {}
+    known = hidden.get("response_cost") if hasattr(hidden, "get") else None
+    if known is not None:
+        return Decimal(str(known))
     try:
         return Decimal(str(litellm.completion_cost(completion_response=response) or 0))
     except Exception:  # unknown models have no price; tokens are still counted

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from openhive.engine.llm import get_litellm
 from openhive.engine.models import LlmExchange, Session
 from teams.agent import run_team_session
 from teams.config import default_config, write_team_config
@@ -72,6 +73,13 @@ def test_a_tool_call_then_an_answer(protocol, fake, ops, openhive_dirs):
     assert first.prompt_tokens == 120 and first.completion_tokens == 9
     session = Session.objects.get(pk=outcome.session_id)
     assert session.prompt_tokens == 270 and session.cost_usd > 0  # litellm's price list
+    # Each step's cost is litellm's price for that step's usage, priced once.
+    price = get_litellm().cost_per_token
+    expected = sum(
+        sum(price(model=session.model, prompt_tokens=p, completion_tokens=c))
+        for p, c in ((120, 9), (150, 6))
+    )
+    assert float(session.cost_usd) == pytest.approx(expected, abs=1e-6)  # stored to 6 places
     # The tool result went back in the provider's own format.
     last = fake.requests[-1]
     assert last["protocol"] == protocol
