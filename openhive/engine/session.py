@@ -8,7 +8,6 @@ back (`model.ResilientModel`). Spans and log lines of the session carry its ids.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import threading
@@ -25,13 +24,14 @@ from openhive.core.db import RESET_ERRORS
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import get_scrubber, sensitive_values
 
-from . import compaction, llm, tracing
+from . import callpool, compaction, llm, tracing
 from .budgets import BudgetExceeded, BudgetGuard, BudgetScope, Estimate, estimate_call
 from .lineage import Origin, running
 from .model import ModelPort, ResilientModel
 from .models import LlmExchange, Session
 from .recorder import SessionRecorder, digest
 from .spec import AgentSpec, SessionOutcome, SessionRequest
+from .tokens import TokenCounter
 from .tool_calls import call_tool
 
 logger = logging.getLogger(__name__)
@@ -165,6 +165,7 @@ class _Loop:
         self.limit = compaction.threshold(agent.profile)
         self.counter = TokenCounter(agent.profile, self.schemas, self.tools_digest)
         self.completions: list[int] = []
+        self.cancel_checked_at = float("-inf")
         self.spent_tokens = 0
         self.spent_usd = Decimal(0)
 
@@ -175,7 +176,9 @@ class _Loop:
         ]
         messages += [*self.request.history, {"role": "user", "content": self.request.content}]
         for turn in range(1, self.agent.max_turns + 1):
-            self.check_stop()
+            # Before every model call the flag is read afresh (a cancelled task never pays for
+            # another call); before a tool call, only if the last read is older than the poll.
+            self.check_stop(fresh=True)
             self.refresh_offer()
             messages = self.fit(messages)
             reply = self.ask(messages, self.schemas, stream=self.request.stream)
@@ -304,13 +307,12 @@ class _Loop:
                 connections.close_all()  # this thread's own connections only
                 done.set()
 
-        # The thread runs in a copy of this context: its spans, log lines and lineage are
-        # the session's.
-        context = contextvars.copy_context()
-        threading.Thread(target=context.run, args=(call,), name=f"llm-{name}", daemon=True).start()
+        # The call runs in a copy of this context: its spans, log lines and lineage are the
+        # session's.
+        callpool.submit(call)
         poll = settings.OPENHIVE["CANCEL_POLL_SECONDS"]
         while not done.wait(poll):
-            self.check_stop()
+            self.check_stop(fresh=True)
         if "error" in box:
             raise box["error"]
         return box["reply"]
@@ -338,9 +340,15 @@ class _Loop:
             "content": json.dumps(result, default=str),
         }
 
-    def check_stop(self) -> None:
-        if self.request.should_cancel is not None and self.request.should_cancel():
-            raise _Stopped(Stop.CANCELLED, "[Session cancelled.]")
+    def check_stop(self, *, fresh: bool = False) -> None:
+        """`fresh`: read the cancel flag (a database read) now; otherwise only if the last
+        read is older than CANCEL_POLL_SECONDS."""
+        if self.request.should_cancel is not None:
+            now = time.monotonic()
+            if fresh or now - self.cancel_checked_at >= settings.OPENHIVE["CANCEL_POLL_SECONDS"]:
+                self.cancel_checked_at = now
+                if self.request.should_cancel():
+                    raise _Stopped(Stop.CANCELLED, "[Session cancelled.]")
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _Stopped(Stop.TIMEOUT, "[Session timed out.]")
 
@@ -353,88 +361,6 @@ class _Loop:
                 self.request.on_event(event)
             except Exception:  # a vanished listener must not stop the work
                 logger.debug("event listener failed", exc_info=True)
-
-
-class TokenCounter:
-    """Counts a request with litellm's tokenizer and counting rule, one message at a time with
-    the counts kept: a session's history only grows between compactions, so each step counts
-    only its new messages."""
-
-    def __init__(self, profile, schemas: list[dict], tools_digest: str = "") -> None:
-        self.profile = profile
-        self.tools_digest = tools_digest
-        # By message object: the loop appends and never edits a message (compaction makes new
-        # ones). The message is kept with its count, so its id cannot be reused meanwhile.
-        self.cache: dict[int, tuple[dict, int]] = {}
-        self.bytes_cache: dict[int, tuple[dict, int]] = {}
-        self.tools_tokens: int | None = None
-        self.tools_bytes: int | None = None
-        self.schemas = schemas
-
-    def offer(self, schemas: list[dict], tools_digest: str) -> None:
-        self.schemas, self.tools_digest = schemas, tools_digest
-        self.tools_tokens = self.tools_bytes = None
-
-    def count(self, messages: list[dict], *, tools: list[dict] | None = None) -> int:
-        total = 3  # the reply's priming, as litellm counts it
-        for message in messages:
-            known = self.cache.get(id(message))
-            if known is None or known[0] is not message:
-                known = (message, llm.count_message_tokens(self.profile, message))
-                self.cache[id(message)] = known
-            total += known[1]
-        if tools:
-            if self.tools_tokens is None:
-                self.tools_tokens = _tools_tokens(self.profile, tools, self.tools_digest)
-            total += self.tools_tokens
-        return total
-
-    def bound(self, messages: list[dict], *, tools: list[dict] | None = None) -> int:
-        """Never below `count`: byte-level tokenizers make at least one byte of every token,
-        and the per-message overheads are added as `count` adds them."""
-        total = 3
-        for message in messages:
-            known = self.bytes_cache.get(id(message))
-            if known is None or known[0] is not message:
-                known = (message, _message_bytes(message))
-                self.bytes_cache[id(message)] = known
-            total += known[1]
-        if tools:
-            if self.tools_bytes is None:
-                self.tools_bytes = len(json.dumps(tools).encode())
-            total += max(self.tools_bytes, self.tools_tokens or 0)
-        return total
-
-
-def _message_bytes(message: dict) -> int:
-    total = 4  # the 3 a message costs, and 1 more for a `name`
-    for key, value in message.items():
-        if key == "tool_calls":
-            for call in value or []:
-                function = call.get("function") or {}
-                total += sum(len(str(t).encode()) for t in function.values() if t)
-        elif isinstance(value, str):
-            total += len(value.encode())
-        elif isinstance(value, list):
-            total += sum(
-                len(part["text"].encode())
-                for part in value
-                if isinstance(part, dict) and isinstance(part.get("text"), str)
-            )
-    return total
-
-
-_TOOLS_TOKENS: dict[tuple[str, str], int] = {}
-
-
-def _tools_tokens(profile, tools: list[dict], tools_digest: str) -> int:
-    """What offering `tools` adds to a request, counted once per model and set of schemas."""
-    key = (profile.model, tools_digest or digest(tools))
-    if key not in _TOOLS_TOKENS:
-        probe = [{"role": "user", "content": ""}]
-        with_tools = llm.count_tokens(profile, probe, tools)
-        _TOOLS_TOKENS[key] = max(0, with_tools - llm.count_tokens(profile, probe, []))
-    return _TOOLS_TOKENS[key]
 
 
 def _price():

@@ -238,7 +238,7 @@ def test_the_bound_is_never_below_the_token_count(model):
 
     from openhive.core.registry import all_tools
     from openhive.engine.providers import ProviderProfile
-    from openhive.engine.session import TokenCounter
+    from openhive.engine.tokens import TokenCounter
 
     schemas = [spec.function_schema() for spec in all_tools()]
     counter = TokenCounter(ProviderProfile(name="x", model=model), schemas)

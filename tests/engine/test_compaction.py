@@ -15,7 +15,7 @@ from openhive.engine import compaction
 from openhive.engine.models import LlmExchange, Session
 from openhive.engine.providers import resolve_profile
 from openhive.engine.replay import recorded_calls
-from openhive.engine.session import TokenCounter
+from openhive.engine.tokens import TokenCounter
 from openhive.engine.tool_calls import call_tool
 from tasks.models import Task
 from teams.agent import agent_spec_for, run_team_session

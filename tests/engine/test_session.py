@@ -105,7 +105,17 @@ def test_team_without_config_is_an_error(main_team, scripted_provider):
     assert outcome.stop_reason == "error" and "no config.yaml" in outcome.error
 
 
-def test_cancel_stops_the_session_before_the_next_step(main_team, scripted_provider):
+def test_cancel_stops_the_session_before_the_next_step(main_team, scripted_provider, monkeypatch):
+    # Slow steps (the session's clock moves a second at each look): the cancel check runs
+    # before every step and every tool call.
+    import itertools
+    import types
+
+    from openhive.engine import session as session_module
+
+    ticks = itertools.count()
+    clock = types.SimpleNamespace(monotonic=lambda: float(next(ticks)))
+    monkeypatch.setattr(session_module, "time", clock)
     scripted_provider(LIST_FOREVER)
     checks = []
 
@@ -118,6 +128,25 @@ def test_cancel_stops_the_session_before_the_next_step(main_team, scripted_provi
     session = session_of(outcome)
     assert session.stop_reason == "cancelled" and session.turns == 2
     assert ToolCall.objects.filter(session=session).count() == 1
+
+
+def test_a_quick_session_reads_the_cancel_flag_once_per_model_call(
+    main_team, scripted_provider, settings
+):
+    settings.OPENHIVE = {**settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60}
+    scripted_provider(
+        [
+            {"when": {}, "times": 5, "reply": {"tool_calls": [{"name": "list_teams"}]}},
+            {"when": {}, "reply": {"content": "done"}},
+        ]
+    )
+    checks = []
+    outcome = run_team_session(
+        main_team, "go", should_cancel=lambda: checks.append(1) or False, max_turns=10
+    )
+    assert outcome.ok and session_of(outcome).turns == 6
+    # Six model calls, five tool calls, all within one poll interval: a read per model call.
+    assert len(checks) == 6
 
 
 def test_cancel_before_the_first_turn_calls_no_model(main_team, scripted_provider):

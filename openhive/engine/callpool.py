@@ -1,0 +1,41 @@
+"""Threads for model calls that a session may abandon (cancel, timeout): reused from call to
+call instead of one new thread per call. Daemon threads, so a call that hangs never holds up a
+worker's exit; a pool with no idle thread grows by one, as a new thread per call did."""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+from collections.abc import Callable
+
+_jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+_lock = threading.Lock()
+_idle = 0
+
+
+def submit(job: Callable[[], None], *, name: str = "llm-call") -> None:
+    """Run `job` on a pooled thread, in a copy of the caller's context (its spans, log
+    context and lineage)."""
+    global _idle
+    context = contextvars.copy_context()
+    with _lock:
+        reuse = _idle > 0
+        if reuse:
+            _idle -= 1
+    if not reuse:
+        threading.Thread(target=_serve, name=name, daemon=True).start()
+    _jobs.put(lambda: context.run(job))
+
+
+def _serve() -> None:
+    global _idle
+    while True:
+        job = _jobs.get()
+        try:
+            job()
+        except BaseException:  # a job reports its own outcome; the thread stays for the next
+            pass
+        finally:
+            with _lock:
+                _idle += 1
