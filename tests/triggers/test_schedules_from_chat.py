@@ -166,7 +166,7 @@ def test_main_manages_triggers_of_its_descendants_only(chat_ctx, main_team, ops)
     made = call_tool(chat_ctx, "create_trigger", {**CREATE, "team": "disks"})
     assert made["success"], made
     listed = call_tool(chat_ctx, "list_triggers", {"team": "disks"})
-    assert [t["name"] for t in listed["triggers"]] == ["disk-check"]
+    assert [(t["name"], t["owner"]) for t in listed["triggers"]] == [("disk-check", "user:bob")]
 
     for team in ("finance", "lab", "main"):
         refused = call_tool(chat_ctx, "create_trigger", {**CREATE, "team": team})
