@@ -12,12 +12,14 @@ from django.db import connections
 
 from openhive.chat import dbpool
 from openhive.chat.models import OutboxMessage, Topic
+from openhive.chat.turn import ROUTING_TOOLS, TRIGGER_TOOLS, TRUST_TOOLS
 from openhive.clock import EngineLoop
 from openhive.core import paths
 from openhive.core.context import ToolContext
 from openhive.engine.tool_calls import call_tool
 from tasks.models import Task
 from tasks.runner import run_task
+from teams.agent import agent_spec_for
 from teams.config import default_config, write_team_config
 from teams.services import team_workspace_scaffold
 from tests.chat.conftest import connect, drain, receive_until
@@ -221,3 +223,36 @@ def test_a_trigger_made_outside_chat_alerts_only_the_operator(make_trigger, capl
     assert "skipped a firing" in trigger.last_alert
     assert "skipped a firing" in caplog.text
     assert not OutboxMessage.objects.exists()
+
+
+@pytest.mark.django_db
+def test_skip_then_replace_overlap_alerts_reach_the_owners_topic(chat_ctx):
+    assert call_tool(chat_ctx, "create_trigger", CREATE)["success"]
+    assert call_tool(chat_ctx, "enable_trigger", {"team": "ops", "trigger_name": "disk-check"})[
+        "success"
+    ]
+    trigger = TriggerConfig.objects.get(name="disk-check")
+    first = trigger_fire(trigger_id=trigger.pk, event_key="slot-1")
+    assert trigger_fire(trigger_id=trigger.pk, event_key="slot-2").outcome == "skipped"
+    third = trigger_fire(trigger_id=trigger.pk, event_key="slot-3")
+    assert (third.outcome, third.replaced_task_id) == ("replaced", first.task_id)
+    alerts = list(OutboxMessage.objects.order_by("id"))
+    assert [(a.channel_id, a.topic_id, a.team_name) for a in alerts] == [
+        ("ws:user:7", chat_ctx.topic_id, "ops")
+    ] * 2
+    assert "skipped a firing" in alerts[0].content
+    assert f"replaced task #{first.task_id}" in alerts[1].content
+    assert all(a.content.startswith("trigger ops/disk-check:") for a in alerts)
+
+
+@pytest.mark.django_db
+def test_the_main_agents_chat_turn_gets_the_trigger_tools_and_the_activation_rule(
+    main_team, scripted_provider
+):
+    scripted_provider([{"when": {}, "reply": {"content": "ok"}}])
+    spec = agent_spec_for(main_team, only_tools=[*ROUTING_TOOLS, *TRUST_TOOLS, *TRIGGER_TOOLS])
+    offered = {s.name for s in spec.tools}
+    assert set(TRIGGER_TOOLS) <= offered and len(TRIGGER_TOOLS) == 6
+    prompt = "\n".join(str(m["content"]) for m in spec.system_messages)
+    assert "# Activation: what wakes the work" in prompt
+    assert "`schedule`" in prompt and "`window`" in prompt and "`keyword`" in prompt
