@@ -23,3 +23,20 @@ def child_team(ctx: ToolContext, name: str) -> Team:
             code="not_parent",
         )
     return team
+
+
+def descendant_team(ctx: ToolContext, name: str) -> Team:
+    """The named team if it sits below the caller in the tree (a child, a grandchild, ...).
+    Never the caller itself: a team does not manage its own wake-ups."""
+    team = team_get_or_404(name=name)
+    node, seen = team, set()
+    while node.parent_id is not None and node.pk not in seen:
+        seen.add(node.pk)
+        if node.parent_id == ctx.team.pk:
+            return team
+        node = Team.objects.only("pk", "parent_id").get(pk=node.parent_id)
+    raise NotAllowed(
+        f'"{name}" is not below "{ctx.team.name}" in the team tree: this tool works only on '
+        "your own child teams and their descendants",
+        code="not_parent",
+    )

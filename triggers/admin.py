@@ -80,6 +80,8 @@ class TriggerConfigAdmin(admin.ModelAdmin):
         "last_alert",
         "last_alert_at",
         "source_channel",
+        "owner",
+        "owner_topic",
         "created_at",
         "updated_at",
     )

@@ -42,6 +42,7 @@ class TriggerOut(Schema):
     next_fire: str
     last_fired_at: str | None
     last_alert: str | None
+    owner: str | None
 
 
 class TriggerFilters(Schema):

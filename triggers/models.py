@@ -49,7 +49,14 @@ class TriggerConfig(models.Model):
     misfire_policy = models.CharField(
         max_length=10, choices=MisfirePolicy.choices, default=MisfirePolicy.SKIP
     )
+    # Who owns it: the chat channel, topic and sender of the chat turn that created it. Its
+    # runs' notifications and its alerts go there; a trigger made elsewhere (admin, REST) has
+    # none and only the operators see its alerts.
     source_channel = models.CharField(max_length=200, blank=True, default="")
+    owner = models.CharField(max_length=200, blank=True, default="")
+    owner_topic = models.ForeignKey(
+        "chat.Topic", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # Clock state. schedule: the next cron slot not yet fired (advanced before enqueuing, so a
     # slot fires at most once); window: when the next tick is due while the window is open.
     next_fire_at = models.DateTimeField(null=True, blank=True)

@@ -16,6 +16,19 @@ import re
 NOTIFY_BLOCK = re.compile(r"```json:notify\s*(\{.*?\})\s*```", re.DOTALL)
 NOOP = re.compile(r"\{[^{}]*\"action\"\s*:\s*\"noop\"[^{}]*\}", re.DOTALL)
 NOTIFY_BY_DEFAULT = frozenset({"message", "keyword"})
+# Appended to every trigger run's task text: the model cannot follow a contract it never saw.
+NOTIFY_INSTRUCTION = """## Notification decision
+This run was started by a trigger, not by a person waiting for an answer. End your final
+answer with a block saying whether the person who set up this trigger should be told:
+
+```json:notify
+{"notify": true, "reason": "one disk is over 80 %"}
+```
+
+Use `"notify": true` when the result needs their attention (a threshold crossed, a failure,
+something they asked to hear about) and keep the text above the block short: it is sent to
+them as it is. Use `"notify": false` when there is nothing worth telling. The block itself is
+removed before anyone sees the answer."""
 
 
 def trigger_notification(*, trigger_type: str, status: str, result: str) -> str | None:

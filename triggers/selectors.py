@@ -102,6 +102,8 @@ def trigger_summary(trigger: TriggerConfig) -> dict:
         "next_fire": trigger_next_fire(trigger),
         "last_fired_at": trigger.last_fired_at.isoformat() if trigger.last_fired_at else None,
         "last_alert": trigger.last_alert or None,
+        # Who hears its runs and alerts: the chat user that set it up, or only the operators.
+        "owner": trigger.owner or None,
     }
 
 

@@ -1,4 +1,5 @@
-"""Trigger tools. Only a team's parent manages its triggers (a team cannot arm itself)."""
+"""Trigger tools. Only a team's ancestors manage its triggers (a team cannot arm itself): the
+main agent sets up schedules for any team below it, straight from chat."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openhive.core.context import ToolContext
 from openhive.core.errors import NotFound
 from openhive.core.registry import tool
-from teams.guards import child_team
+from teams.guards import descendant_team
 
 from .models import TriggerConfig
 from .schemas import TriggerFields, TriggerSettings, TriggerType
@@ -18,12 +19,12 @@ from .services import trigger_create, trigger_disable, trigger_enable, trigger_t
 class TeamTrigger(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    team: str = Field(min_length=1, description="One of your child teams")
+    team: str = Field(min_length=1, description="One of your child teams (or a team below them)")
     trigger_name: str = Field(min_length=1)
 
 
 class CreateTriggerArgs(TriggerFields):
-    team: str = Field(min_length=1, description="One of your child teams")
+    team: str = Field(min_length=1, description="One of your child teams (or a team below them)")
     name: str = Field(min_length=1, description="Lowercase slug, unique in the team")
     type: TriggerType
     config: TriggerSettings
@@ -45,11 +46,11 @@ class TestTriggerArgs(TeamTrigger):
 class ListTriggersArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    team: str = Field(min_length=1, description="One of your child teams")
+    team: str = Field(min_length=1, description="One of your child teams (or a team below them)")
 
 
 def _trigger(ctx: ToolContext, args: TeamTrigger) -> TriggerConfig:
-    team = child_team(ctx, args.team)
+    team = descendant_team(ctx, args.team)
     trigger = trigger_get(team=team, name=args.trigger_name)
     if trigger is None:
         raise NotFound(f'trigger "{args.trigger_name}" not found for team "{team.name}"')
@@ -66,7 +67,7 @@ def _trigger(ctx: ToolContext, args: TeamTrigger) -> TriggerConfig:
     args=CreateTriggerArgs,
 )
 def create_trigger(ctx: ToolContext, args: CreateTriggerArgs) -> dict:
-    team = child_team(ctx, args.team)
+    team = descendant_team(ctx, args.team)
     trigger = trigger_create(
         team=team,
         name=args.name,
@@ -74,6 +75,9 @@ def create_trigger(ctx: ToolContext, args: CreateTriggerArgs) -> dict:
         config=args.config.as_config(),
         task=args.task,
         source_channel=ctx.source_channel,
+        # The chat that asked for it owns it: its runs' notifications go to that topic.
+        owner=ctx.actor if ctx.source_channel else "",
+        owner_topic_id=ctx.topic_id if ctx.source_channel else None,
         **args.options(),
     )
     return {"trigger": trigger_summary(trigger)}
@@ -96,7 +100,7 @@ def disable_trigger(ctx: ToolContext, args: DisableTriggerArgs) -> dict:
     args=ListTriggersArgs,
 )
 def list_triggers(ctx: ToolContext, args: ListTriggersArgs) -> dict:
-    team = child_team(ctx, args.team)
+    team = descendant_team(ctx, args.team)
     return {"triggers": [trigger_summary(t) for t in trigger_list(team=team)]}
 
 

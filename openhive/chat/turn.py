@@ -30,7 +30,7 @@ from .topics import SINGLE, Routed
 logger = logging.getLogger(__name__)
 
 # The main agent routes: it shapes the tree, hands out work and relays answers; it never
-# does a team's work itself, so no file, web, memory or trigger tools here.
+# does a team's work itself, so no file, web or memory tools here.
 ROUTING_TOOLS = [
     "spawn_team",
     "delegate_task",
@@ -44,6 +44,16 @@ ROUTING_TOOLS = [
 ]
 ROUTE_ATTEMPTS = 6
 TRUST_TOOLS = ["add_trusted_sender", "revoke_sender_trust", "list_trusted_senders"]
+# Deciding when a team wakes (a schedule, a watch window, a keyword) is routing too: the user
+# asks in chat, the trigger belongs to a team below main and its results come back here.
+TRIGGER_TOOLS = [
+    "create_trigger",
+    "update_trigger",
+    "enable_trigger",
+    "disable_trigger",
+    "test_trigger",
+    "list_triggers",
+]
 
 
 class Unavailable(DomainError):
@@ -146,7 +156,7 @@ def chat_turn(
         if problem:
             return TurnResult(False, topic, error_code="provider_not_configured", error=problem)
         limit = settings.OPENHIVE["CHAT_HISTORY_MESSAGES"]
-        tools = [*ROUTING_TOOLS, *TRUST_TOOLS]
+        tools = [*ROUTING_TOOLS, *TRUST_TOOLS, *TRIGGER_TOOLS]
         if routed.mode == SINGLE:
             tools.append(START_NEW_TOPIC)
         outcome = run_team_session(

@@ -17,6 +17,7 @@ from tasks.services import task_cancel, task_enqueue
 
 from ..decisions import overlap_decision, rate_limit_allows
 from ..models import TriggerConfig, TriggerEvent
+from ..notify import NOTIFY_INSTRUCTION
 from .manage import trigger_alert
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ def task_text(trigger: TriggerConfig, context: str = "") -> str:
     lines.append(trigger.task)
     if context:
         lines.append(context)
+    # Every run is told how to reach its owner; without this a schedule's findings stay silent.
+    lines.append(NOTIFY_INSTRUCTION)
     return "\n\n".join(lines)
 
 
@@ -138,7 +141,8 @@ def trigger_fire(
             # A tick skipped behind a long one is the normal life of a watch: no alert.
             logger.info("trigger %s/%s %s", trigger.team.name, trigger.name, message)
         else:
-            trigger_alert(trigger=trigger, now=now, message=message)
+            # The owner asked for this schedule: a run it will not get is news to them.
+            trigger_alert(trigger=trigger, now=now, message=message, tell_channel=True)
         return FireResult("skipped", task_id=trigger.active_task_id)
 
     replaced = None
@@ -157,7 +161,8 @@ def trigger_fire(
         text=task_text(trigger, context),
         type=Task.Type.TRIGGER,
         source_channel=trigger.source_channel if source_channel is None else source_channel,
-        topic_id=topic_id,
+        # A clock firing answers in the owner's topic; a chat message's firing, in its own.
+        topic_id=trigger.owner_topic_id if source_channel is None else topic_id,
         correlation_id=correlation(trigger, event_key),
         options=task_options(trigger),
         created_by=f"trigger:{trigger.name}",
@@ -173,6 +178,7 @@ def trigger_fire(
             trigger=trigger,
             now=now,
             message=f"replaced task #{replaced} (still active at the next firing) with #{task.pk}",
+            tell_channel=True,
         )
     return FireResult(outcome, task_id=task.pk, replaced_task_id=replaced)
 
@@ -202,6 +208,7 @@ def trigger_test(*, trigger: TriggerConfig, max_turns: int | None = None) -> Fir
         text=task_text(trigger),
         type=Task.Type.TRIGGER,
         source_channel=trigger.source_channel,
+        topic_id=trigger.owner_topic_id,
         correlation_id=f"trigger-test:{trigger.pk}:{timezone.now().timestamp():.3f}",
         options=options,
         created_by=f"trigger-test:{trigger.name}",

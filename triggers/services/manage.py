@@ -49,6 +49,8 @@ def trigger_create(
     timezone: str = "",
     misfire_policy: str | None = None,
     source_channel: str = "",
+    owner: str = "",
+    owner_topic_id: int | None = None,
 ) -> TriggerConfig:
     """A new trigger starts pending: nothing fires until someone enables it."""
     fields = _clean(
@@ -88,6 +90,8 @@ def trigger_create(
                 timezone=fields["timezone"],
                 misfire_policy=fields["misfire_policy"] or "skip",
                 source_channel=source_channel,
+                owner=owner[:200],
+                owner_topic_id=owner_topic_id,
             )
     except IntegrityError:
         raise Conflict(
@@ -172,7 +176,12 @@ def trigger_alert(
     logger.warning("%s", text)
     TriggerConfig.objects.filter(pk=trigger.pk).update(last_alert=text, last_alert_at=now)
     if tell_channel and trigger.source_channel:
-        outbox_put(channel_id=trigger.source_channel, team_name=trigger.team.name, content=text)
+        outbox_put(
+            channel_id=trigger.source_channel,
+            topic_id=trigger.owner_topic_id,
+            team_name=trigger.team.name,
+            content=text,
+        )
     parent = trigger.team.parent
     if tell_parent and parent is not None:
         task_enqueue(
