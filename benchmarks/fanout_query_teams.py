@@ -12,16 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
-import tempfile
 import time
-import uuid
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import throwaway_django
 
 
 def main() -> None:
@@ -31,50 +25,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="openhive-fanout-"))
-    data = tmp / "data"
-    (data / "config").mkdir(parents=True)
-    (data / "scripts").mkdir()
-    (data / "scripts" / "fanout.yaml").write_text(
-        "rules:\n"
-        f"  - when: {{team: main}}\n    reply: {{content: main}}\n"
-        f"  - when: {{}}\n    reply: {{content: answer, delay_ms: {args.delay_ms}}}\n"
-    )
-    (data / "config" / "providers.yaml").write_text(
-        "profiles:\n  default: {model: scripted/fanout.yaml}\n"
-    )
-    os.environ["OPENHIVE_DATA_DIR"] = str(data)
-    os.environ["OPENHIVE_LOG_LEVEL"] = "WARNING"
-    base = os.environ.get("DATABASE_URL", "")
-    admin = db_url = ""
-    if base.startswith(("postgres://", "postgresql://")):
-        import psycopg
-
-        parts = urlsplit(base)
-        name = f"openhive_fanout_{uuid.uuid4().hex[:8]}"
-        admin = urlunsplit(parts._replace(path="/postgres"))
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        db_url = urlunsplit(parts._replace(path=f"/{name}"))
-        os.environ["DATABASE_URL"] = db_url
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection, connections
-
-    try:
-        call_command("migrate", verbosity=0)
-        run(args, connection.vendor)
-    finally:
-        connections.close_all()
-        if db_url:
-            import psycopg
-
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{urlsplit(db_url).path[1:]}" WITH (FORCE)')
+    with throwaway_django("openhive-fanout-") as (data, vendor):
+        (data / "scripts" / "fanout.yaml").write_text(
+            "rules:\n"
+            f"  - when: {{team: main}}\n    reply: {{content: main}}\n"
+            f"  - when: {{}}\n    reply: {{content: answer, delay_ms: {args.delay_ms}}}\n"
+        )
+        (data / "config" / "providers.yaml").write_text(
+            "profiles:\n  default: {model: scripted/fanout.yaml}\n"
+        )
+        run(args, vendor)
 
 
 def run(args: argparse.Namespace, vendor: str) -> None:

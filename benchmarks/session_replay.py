@@ -23,14 +23,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import throwaway_django
 
 
 def main() -> None:
@@ -39,54 +35,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="openhive-replay-"))
-    data = tmp / "data"
-    (data / "config").mkdir(parents=True)
-    (data / "scripts").mkdir()
-    (data / "scripts" / "long.yaml").write_text(
-        "rules:\n"
-        f"  - when: {{}}\n    times: {args.steps - 1}\n"
-        "    reply: {tool_calls: [{name: list_teams}], usage: {prompt_tokens: 900, "
-        "completion_tokens: 20, cost_usd: 0.001}}\n"
-        "  - when: {}\n    reply: {content: done, usage: {prompt_tokens: 900}}\n"
-    )
-    (data / "config" / "providers.yaml").write_text(
-        "profiles:\n  default: {model: scripted/long.yaml}\n"
-    )
-    os.environ["OPENHIVE_DATA_DIR"] = str(data)
-    os.environ["OPENHIVE_LOG_LEVEL"] = "WARNING"
-    for name in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED"):
-        os.environ.pop(name, None)
-    base = os.environ.get("DATABASE_URL", "")
-    admin = db_url = ""
-    if base.startswith(("postgres://", "postgresql://")):
-        import psycopg
-
-        parts = urlsplit(base)
-        name = f"openhive_replay_{uuid.uuid4().hex[:8]}"
-        admin = urlunsplit(parts._replace(path="/postgres"))
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        db_url = urlunsplit(parts._replace(path=f"/{name}"))
-        os.environ["DATABASE_URL"] = db_url
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection, connections
-
-    try:
-        call_command("migrate", verbosity=0)
-        run(args, connection.vendor, data)
-    finally:
-        connections.close_all()
-        if db_url:
-            import psycopg
-
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{urlsplit(db_url).path[1:]}" WITH (FORCE)')
+    with throwaway_django("openhive-replay-") as (data, vendor):
+        (data / "scripts" / "long.yaml").write_text(
+            "rules:\n"
+            f"  - when: {{}}\n    times: {args.steps - 1}\n"
+            "    reply: {tool_calls: [{name: list_teams}], usage: {prompt_tokens: 900, "
+            "completion_tokens: 20, cost_usd: 0.001}}\n"
+            "  - when: {}\n    reply: {content: done, usage: {prompt_tokens: 900}}\n"
+        )
+        (data / "config" / "providers.yaml").write_text(
+            "profiles:\n  default: {model: scripted/long.yaml}\n"
+        )
+        run(args, vendor, data)
 
 
 def _session(steps: int):

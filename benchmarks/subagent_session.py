@@ -17,16 +17,11 @@ database; SQLite otherwise, in a temp dir).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
-import tempfile
 import time
-import uuid
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import throwaway_django
+
 GOAL = 1.2
 
 
@@ -36,57 +31,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="openhive-subagent-"))
-    data = tmp / "data"
-    (data / "config").mkdir(parents=True)
-    (data / "scripts").mkdir()
-    tool_call = (
-        "{tool_calls: [{name: list_teams}], usage: {prompt_tokens: 900, completion_tokens: 20}}"
-    )
-    # The same steps for the team and for its subagent: `times` counts per rule, and the
-    # counts are reset before every session.
-    (data / "scripts" / "steps.yaml").write_text(
-        "rules:\n"
-        f"  - when: {{team: ops/worker}}\n    times: {args.steps - 1}\n    reply: {tool_call}\n"
-        "  - when: {team: ops/worker}\n    reply: {content: done}\n"
-        f"  - when: {{team: ops}}\n    times: {args.steps - 1}\n    reply: {tool_call}\n"
-        "  - when: {team: ops}\n    reply: {content: done}\n"
-    )
-    (data / "config" / "providers.yaml").write_text(
-        "profiles:\n  default: {model: scripted/steps.yaml}\n"
-    )
-    os.environ["OPENHIVE_DATA_DIR"] = str(data)
-    os.environ["OPENHIVE_LOG_LEVEL"] = "WARNING"
-    base = os.environ.get("DATABASE_URL", "")
-    admin = db_url = ""
-    if base.startswith(("postgres://", "postgresql://")):
-        import psycopg
-
-        parts = urlsplit(base)
-        name = f"openhive_subagent_{uuid.uuid4().hex[:8]}"
-        admin = urlunsplit(parts._replace(path="/postgres"))
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        db_url = urlunsplit(parts._replace(path=f"/{name}"))
-        os.environ["DATABASE_URL"] = db_url
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection, connections
-
-    try:
-        call_command("migrate", verbosity=0)
-        run(args, connection.vendor)
-    finally:
-        connections.close_all()
-        if db_url:
-            import psycopg
-
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{urlsplit(db_url).path[1:]}" WITH (FORCE)')
+    with throwaway_django("openhive-subagent-") as (data, vendor):
+        tool_call = (
+            "{tool_calls: [{name: list_teams}], usage: {prompt_tokens: 900, completion_tokens: 20}}"
+        )
+        # The same steps for the team and for its subagent: `times` counts per rule, and the
+        # counts are reset before every session.
+        (data / "scripts" / "steps.yaml").write_text(
+            "rules:\n"
+            f"  - when: {{team: ops/worker}}\n    times: {args.steps - 1}\n    reply: {tool_call}\n"
+            "  - when: {team: ops/worker}\n    reply: {content: done}\n"
+            f"  - when: {{team: ops}}\n    times: {args.steps - 1}\n    reply: {tool_call}\n"
+            "  - when: {team: ops}\n    reply: {content: done}\n"
+        )
+        (data / "config" / "providers.yaml").write_text(
+            "profiles:\n  default: {model: scripted/steps.yaml}\n"
+        )
+        run(args, vendor)
 
 
 def run(args: argparse.Namespace, vendor: str) -> None:
