@@ -73,17 +73,18 @@ def bm25_rank(docs: list[HistoryDoc], terms: list[str]) -> list[tuple[HistoryDoc
         for word in words:
             if word in count:
                 count[word] += 1
+    idf = {}
+    for term in terms:
+        having = sum(1 for c in counts if c[term])
+        idf[term] = math.log(1 + (len(docs) - having + 0.5) / (having + 0.5))
     ranked = []
     for doc, words, count in zip(docs, tokenised, counts, strict=True):
         score = 0.0
+        norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * len(words) / average)
         for term in terms:
             tf = count[term]
-            if not tf:
-                continue
-            having = sum(1 for c in counts if c[term])
-            idf = math.log(1 + (len(docs) - having + 0.5) / (having + 0.5))
-            norm = _BM25_K1 * (1 - _BM25_B + _BM25_B * len(words) / average)
-            score += idf * tf * (_BM25_K1 + 1) / (tf + norm)
+            if tf:
+                score += idf[term] * tf * (_BM25_K1 + 1) / (tf + norm)
         if score > 0:
             ranked.append((doc, score))
     ranked.sort(key=lambda item: (-item[1], -item[0].date.timestamp(), -item[0].id))
