@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import scrub, scrub_data
 
-from .models import OrgOpLock, Task
+from .models import OrgOpLock, Task, TaskTodo
 from .orchestration import task_requeue
 from .services import task_cancel
 from .story import FINISHED, task_story, task_title, task_tree, tree_root, tree_timeline
@@ -31,6 +31,28 @@ LIST_CHARS = 90
 def _short(text: str) -> str:
     text = " ".join(scrub(text).split())
     return text if len(text) <= LIST_CHARS else text[: LIST_CHARS - 1] + "…"
+
+
+class TaskTodoInline(admin.TabularInline):
+    """The task's working checklist, as its session left it: read-only (only the session's
+    tools write it)."""
+
+    model = TaskTodo
+    fields = ("position", "todo_text", "done", "completed_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "todos"
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    @admin.display(description="todo")
+    def todo_text(self, obj: TaskTodo) -> str:
+        return scrub(obj.text)
 
 
 @admin.register(Task)
@@ -57,6 +79,7 @@ class TaskAdmin(admin.ModelAdmin):
     search_fields = ("text", "correlation_id")
     date_hierarchy = "created_at"
     actions = ("cancel_tasks", "requeue_tasks")
+    inlines = (TaskTodoInline,)
     fields = (
         "team",
         "type",
@@ -192,6 +215,28 @@ class TaskAdmin(admin.ModelAdmin):
             self.message_user(request, f"Queued again as {ids}.", messages.SUCCESS)
         if refused:
             self.message_user(request, "; ".join(refused), messages.WARNING)
+
+
+@admin.register(TaskTodo)
+class TaskTodoAdmin(admin.ModelAdmin):
+    """Every task's todos, to search across them; read-only (the task's session writes them)."""
+
+    list_display = ("task", "position", "todo_text", "done", "completed_at")
+    list_filter = ("done",)
+    list_select_related = ("task",)
+    search_fields = ("text",)
+    fields = ("task", "position", "todo_text", "done", "created_at", "completed_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    @admin.display(description="todo")
+    def todo_text(self, obj: TaskTodo) -> str:
+        return scrub(obj.text)
 
 
 @admin.register(OrgOpLock)

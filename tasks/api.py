@@ -17,7 +17,7 @@ from teams.selectors import team_get_or_404
 
 from .models import Task
 from .orchestration import task_delegate, task_requeue
-from .selectors import task_get, task_list, task_sessions
+from .selectors import task_get, task_list, task_sessions, task_todos, todo_dict
 from .services import priority_from_name, task_cancel
 
 router = Router(tags=["tasks"])
@@ -70,9 +70,19 @@ class TaskPage(Page):
     items: list[TaskOut]
 
 
+class TodoOut(Schema):
+    id: int
+    position: int
+    text: str
+    done: bool
+    completed_at: datetime | None
+
+
 class TaskDetailOut(TaskOut):
     created_by: str
     sessions: list[SessionBrief]
+    # The working checklist the task's session keeps (set_todos, add_todo, complete_todo).
+    todos: list[TodoOut]
 
 
 def _task_out(task: Task) -> dict:
@@ -132,6 +142,7 @@ def tasks_detail(request: HttpRequest, task_id: int) -> dict:
         **_task_out(task),
         "created_by": task.created_by,
         "sessions": [session_brief(s) for s in task_sessions(task=task)],
+        "todos": [todo_dict(t) for t in task_todos(task_id=task.pk)],
     }
 
 

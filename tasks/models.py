@@ -89,3 +89,22 @@ class OrgOpLock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team.name}: {self.operation} by {self.holder}"
+
+
+class TaskTodo(models.Model):
+    """One item of a task's working checklist, kept by the session that runs the task
+    (`set_todos`, `add_todo`, `complete_todo`) so the operator sees where the work stands."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="todos")
+    position = models.PositiveSmallIntegerField()
+    text = models.CharField(max_length=500)
+    done = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["task_id", "position", "id"]
+        indexes = [models.Index(fields=["task", "position"], name="task_todo_order_idx")]
+
+    def __str__(self) -> str:
+        return f"#{self.task_id}.{self.position} {'[x]' if self.done else '[ ]'} {self.text[:40]}"

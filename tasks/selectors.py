@@ -7,11 +7,12 @@ from datetime import datetime
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
+from openhive.core.scrubbing import scrub
 from openhive.engine.models import Session
 from teams.config import TeamConfig, config_path, load_team_config
 from teams.models import Team
 
-from .models import OrgOpLock, Task
+from .models import OrgOpLock, Task, TaskTodo
 from .timing import ready_q, redispatch_cutoff
 
 STALE_IN_FLIGHT_MS = 600_000
@@ -69,6 +70,22 @@ def task_get(*, task_id: int) -> Task | None:
 def task_sessions(*, task: Task) -> list[Session]:
     """The sessions that worked on a task, oldest first (a retried task has several)."""
     return list(Session.objects.filter(task=task).order_by("started_at", "id"))
+
+
+def task_todos(*, task_id: int) -> list[TaskTodo]:
+    """A task's todo list in its order."""
+    return list(TaskTodo.objects.filter(task_id=task_id).order_by("position", "id"))
+
+
+def todo_dict(todo: TaskTodo) -> dict:
+    """A todo as the tools and the API show it; the text is the model's and may quote a secret."""
+    return {
+        "id": todo.pk,
+        "position": todo.position,
+        "text": scrub(todo.text),
+        "done": todo.done,
+        "completed_at": todo.completed_at.isoformat() if todo.completed_at else None,
+    }
 
 
 def task_counts_by_status(*, team: Team | None = None) -> dict[str, int]:

@@ -1,5 +1,5 @@
 """Task tools: delegate_task, list_completed_tasks, enqueue_parent_task, query_team,
-query_teams."""
+query_teams, and the running task's todos (set_todos, add_todo, complete_todo)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,15 @@ from teams.guards import child_team
 from .models import Task
 from .orchestration import task_delegate, task_handoff_to_parent
 from .query import MAX_FAN_OUT, query_child, query_children
-from .services import priority_from_name
+from .selectors import task_todos, todo_dict
+from .services import (
+    MAX_TODO_CHARS,
+    MAX_TODOS,
+    priority_from_name,
+    todo_add,
+    todo_complete,
+    todos_set,
+)
 
 Priority = Literal["critical", "high", "normal", "low"]
 
@@ -257,3 +265,84 @@ def query_teams(ctx: ToolContext, args: QueryTeamsArgs) -> dict:
             {"team": o.team, "ok": o.ok, "result_or_error": o.result_or_error} for o in outcomes
         ],
     }
+
+
+# --- the running task's todo list -------------------------------------------------------------
+
+
+def _own_task_id(ctx: ToolContext) -> int:
+    if ctx.task_id is None:
+        raise DomainError(
+            "todos belong to a task, and this session runs none (a chat turn or a query): "
+            "keep the plan in your reply, or delegate the work as a task",
+            code="no_task",
+        )
+    return ctx.task_id
+
+
+def _todo_list(task_id: int) -> dict:
+    todos = [todo_dict(t) for t in task_todos(task_id=task_id)]
+    return {
+        "task_id": task_id,
+        "todos": todos,
+        "count": len(todos),
+        "remaining": sum(1 for t in todos if not t["done"]),
+    }
+
+
+class SetTodosArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[str] = Field(
+        max_length=MAX_TODOS,
+        description=f"The whole list, in order (replaces it; [] clears); each at most "
+        f"{MAX_TODO_CHARS} characters",
+    )
+
+
+@tool(
+    name="set_todos",
+    description=(
+        "Write your plan for the current task as a todo list, replacing any previous list. "
+        "The operator sees it on the task. Returns each todo with its id."
+    ),
+    args=SetTodosArgs,
+)
+def set_todos(ctx: ToolContext, args: SetTodosArgs) -> dict:
+    task_id = _own_task_id(ctx)
+    todos_set(task_id=task_id, items=args.items)
+    return _todo_list(task_id)
+
+
+class AddTodoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_TODO_CHARS, description="The new item")
+
+
+@tool(
+    name="add_todo",
+    description="Append one item to the current task's todo list.",
+    args=AddTodoArgs,
+)
+def add_todo(ctx: ToolContext, args: AddTodoArgs) -> dict:
+    task_id = _own_task_id(ctx)
+    todo = todo_add(task_id=task_id, text=args.text)
+    return {"added": todo_dict(todo), **_todo_list(task_id)}
+
+
+class CompleteTodoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: int = Field(ge=1, description="The todo's id, as set_todos or add_todo returned it")
+
+
+@tool(
+    name="complete_todo",
+    description="Mark one item of the current task's todo list done.",
+    args=CompleteTodoArgs,
+)
+def complete_todo(ctx: ToolContext, args: CompleteTodoArgs) -> dict:
+    task_id = _own_task_id(ctx)
+    todo = todo_complete(task_id=task_id, todo_id=args.id)
+    return {"completed": todo_dict(todo), **_todo_list(task_id)}

@@ -1,4 +1,8 @@
+from django.db.models import Q
+
+from memory.history import MAX_CANDIDATES, HistoryDoc, any_term, capped
 from openhive.core.errors import NotFound
+from openhive.core.scrubbing import scrub
 from openhive.engine.models import Session, ToolCall
 
 from .models import CONVERSATION_ROLES, Message, OutboxMessage, Topic
@@ -101,3 +105,70 @@ def topic_in_channel(*, channel_id: str, topic_id: int) -> Topic:
             f"topic {topic_id} does not exist in this conversation", code="unknown_topic"
         )
     return topic
+
+
+# --- a team's chat history (search_history, read_history_entry) -------------------------------
+
+HISTORY_MESSAGES = 200
+
+
+def _team_topics(team_id: int):
+    """Topics a team took part in: one of its sessions served it, or one of its tasks came
+    from it. Only routed messages have a topic, so a refused message never shows here."""
+    return Topic.objects.filter(Q(sessions__team_id=team_id) | Q(tasks__team_id=team_id))
+
+
+def _topic_doc(topic: Topic, messages: list[Message]) -> HistoryDoc:
+    lines = [f"{m.role}: {m.content}" for m in messages]
+    return HistoryDoc(
+        kind="topic",
+        id=topic.pk,
+        date=topic.last_activity_at,
+        title=topic.name,
+        text="\n".join([topic.description, *lines] if topic.description else lines),
+    )
+
+
+def _last_messages(topic_ids: list[int]) -> dict[int, list[Message]]:
+    found: dict[int, list[Message]] = {pk: [] for pk in topic_ids}
+    for start in range(0, len(topic_ids), IN_CHUNK):
+        rows = Message.objects.filter(topic_id__in=topic_ids[start : start + IN_CHUNK])
+        for message in rows.order_by("-id").only("topic_id", "role", "content"):
+            kept = found[message.topic_id]
+            if len(kept) < HISTORY_MESSAGES:
+                kept.append(message)
+    return {pk: list(reversed(rows)) for pk, rows in found.items()}
+
+
+def topic_history_docs(*, team_id: int, terms: list[str]) -> list[HistoryDoc]:
+    """The team's topics that mention any term (name, description or a message), newest
+    first, bounded; each with its last messages."""
+    ids = list(
+        _team_topics(team_id)
+        .filter(any_term(["name", "description", "messages__content"], terms))
+        .order_by("-last_activity_at", "-id")
+        .values_list("pk", flat=True)
+        .distinct()[:MAX_CANDIDATES]
+    )
+    topics = Topic.objects.in_bulk(ids)
+    messages = _last_messages(ids)
+    return [_topic_doc(topics[pk], messages[pk]) for pk in ids if pk in topics]
+
+
+def topic_history_entry(*, team_id: int, topic_id: int) -> dict:
+    """One topic the team took part in, scrubbed and capped; any other is not found."""
+    topic = _team_topics(team_id).filter(pk=topic_id).distinct().first()
+    if topic is None:
+        raise NotFound(
+            f"topic {topic_id} is not in your team's history (search_history lists it)",
+            code="not_found",
+        )
+    doc = _topic_doc(topic, _last_messages([topic.pk])[topic.pk])
+    return {
+        "kind": "topic",
+        "id": topic.pk,
+        "date": doc.date.isoformat(),
+        "name": scrub(topic.name),
+        "state": topic.state,
+        **capped(doc.text, keep_end=True),
+    }

@@ -1,5 +1,5 @@
 """Every state change of the task queue: the queue itself (enqueue, dispatch, lease, finish,
-cancel, reap) and admission (claims under the per-team cap, the org-op mutex)."""
+cancel, reap), admission (claims under the per-team cap, the org-op mutex) and a task's todos."""
 
 from .admission import (
     caller_org_op,
@@ -27,8 +27,11 @@ from .queue import (
     tasks_recover_on_startup,
     tasks_release_dead_local_workers,
 )
+from .todos import MAX_TODO_CHARS, MAX_TODOS, todo_add, todo_complete, todos_set
 
 __all__ = [
+    "MAX_TODOS",
+    "MAX_TODO_CHARS",
     "PRIORITY_NAMES",
     "RESULT_LIMIT",
     "caller_org_op",
@@ -51,4 +54,7 @@ __all__ = [
     "tasks_recover_on_startup",
     "tasks_release_dead_local_workers",
     "team_critical_section",
+    "todo_add",
+    "todo_complete",
+    "todos_set",
 ]

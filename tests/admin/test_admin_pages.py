@@ -119,6 +119,12 @@ def _plugin() -> Model:
     )
 
 
+def _task_todo() -> Model:
+    from tasks.models import TaskTodo
+
+    return TaskTodo.objects.create(task=TaskFactory(), position=1, text="Check the disk")
+
+
 MAKERS: dict[str, Callable[[], Model]] = {
     "tools.mcpserverstatus": _mcp_server_status,
     "tools.ratelimitbucket": _rate_limit_bucket,
@@ -129,6 +135,7 @@ MAKERS: dict[str, Callable[[], Model]] = {
     "teams.team": TeamFactory,
     "teams.scopekeyword": ScopeKeywordFactory,
     "tasks.task": TaskFactory,
+    "tasks.tasktodo": _task_todo,
     "triggers.triggerconfig": TriggerConfigFactory,
     "triggers.triggerevent": _trigger_event,
     "memory.memory": MemoryFactory,
