@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import scrub, scrub_data
@@ -31,28 +31,6 @@ LIST_CHARS = 90
 def _short(text: str) -> str:
     text = " ".join(scrub(text).split())
     return text if len(text) <= LIST_CHARS else text[: LIST_CHARS - 1] + "…"
-
-
-class TaskTodoInline(admin.TabularInline):
-    """The task's working checklist, as its session left it: read-only (only the session's
-    tools write it)."""
-
-    model = TaskTodo
-    fields = ("position", "todo_text", "done", "completed_at")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    verbose_name_plural = "todos"
-
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    @admin.display(description="todo")
-    def todo_text(self, obj: TaskTodo) -> str:
-        return scrub(obj.text)
 
 
 @admin.register(Task)
@@ -79,7 +57,6 @@ class TaskAdmin(admin.ModelAdmin):
     search_fields = ("text", "correlation_id")
     date_hierarchy = "created_at"
     actions = ("cancel_tasks", "requeue_tasks")
-    inlines = (TaskTodoInline,)
     fields = (
         "team",
         "type",
@@ -99,8 +76,22 @@ class TaskAdmin(admin.ModelAdmin):
         "lease_expires_at",
         "attempts",
         "stop_reason",
+        "todos",
     )
     readonly_fields = tuple(f for f in fields if f != "priority")
+
+    # A read-only field, not an inline: an inline's formset would have to come back with
+    # every save of the priority, and only the session's tools write todos.
+    @admin.display(description="todos")
+    def todos(self, task: Task) -> str:
+        items = list(task.todos.all())
+        if not items:
+            return "-"
+        return format_html_join(
+            "\n",
+            "<div>{} {}. {}</div>",
+            ((("☑" if t.done else "☐"), t.position, scrub(t.text)) for t in items),
+        )
     change_form_template = "admin/tasks/task/change_form.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
