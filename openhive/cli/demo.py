@@ -184,7 +184,8 @@ async def _one_exchange(out, ws, wait: float) -> bool:
                 return True
             _say(out, "  (waiting for the team's answer ...)")
         elif kind == "notification":
-            _say(out, frame.get("content", ""))  # it names its team: "[ops] ..."
+            team = frame.get("team")
+            _say(out, f"[{team}] {frame.get('content', '')}" if team else frame.get("content", ""))
             notified = True
             if replied:
                 return True
