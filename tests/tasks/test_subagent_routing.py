@@ -98,7 +98,10 @@ def test_a_routed_trigger_text_carries_no_routing_sentence(ops, scanner_trigger)
     scanner_trigger.skill = "triage"
     text = task_text(scanner_trigger)
     assert "subagent" not in text and "triage" not in text
-    assert text.endswith("Scan last night's logs for errors.")
+    # The trigger's own text, then only the notify contract every trigger run carries.
+    own, _, rest = text.partition("Scan last night's logs for errors.")
+    assert own == "[trigger nightly-scan (schedule)]\n\n"
+    assert rest.lstrip().startswith("## Notification decision")
 
 
 def test_a_trigger_naming_a_subagent_whose_file_does_not_load_is_refused(ops):
