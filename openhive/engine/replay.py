@@ -10,11 +10,8 @@ where its choices (tool calls, final text) differ from the recorded ones."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import difflib
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +28,7 @@ from . import budgets, llm
 from .model import ModelPort
 from .models import LlmExchange, Session, ToolCall
 from .providers import ProviderProfile
+from .replaydiff import message_view, normalise, short_diff, text_of
 from .session import run_session
 from .spec import AgentSpec, SessionRequest
 from .tool_calls import call_tool
@@ -49,7 +47,6 @@ WORLD_TOOLS = (
     "query_teams",
     "run_subagent",
 )
-DIFF_LINES = 24
 SpecFor = Callable[[Session], AgentSpec]
 Prepare = Callable[[Session], None]
 
@@ -135,69 +132,19 @@ def recorded_request(calls: list[RecordedCall]) -> tuple[str, list[dict]]:
     body = [m for m in first.request if m.get("role") != "system"]
     if not body:
         return "", []
-    return _text(body[-1].get("content")), body[:-1]
+    return text_of(body[-1].get("content")), body[:-1]
 
 
 # --- comparing ---------------------------------------------------------------------------------
-
-_VOLATILE_KEY = re.compile(r"(^|_)(id|ids|at)$|_ms$")
-_TIMESTAMP = re.compile(
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?( UTC)?"
-)
-
-
-def normalise(value: Any) -> Any:
-    """Ids, timestamps and durations differ from run to run without meaning anything."""
-    if isinstance(value, dict):
-        return {
-            k: "<volatile>" if _VOLATILE_KEY.search(str(k)) else normalise(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [normalise(v) for v in value]
-    if isinstance(value, str):
-        return _TIMESTAMP.sub("<time>", value)
-    return value
-
-
-def _message_view(message: dict) -> dict:
-    view = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls", "name")}
-    content = view.get("content")
-    if message.get("role") == "tool" and isinstance(content, str):
-        with contextlib.suppress(ValueError):
-            view["content"] = json.loads(content)
-    return normalise(view)
-
-
-def _lines(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return value.splitlines()
-    return json.dumps(value, indent=1, sort_keys=True, default=str).splitlines()
-
-
-def short_diff(recorded: Any, now: Any) -> str:
-    lines = list(
-        difflib.unified_diff(_lines(recorded), _lines(now), "recorded", "now", n=1, lineterm="")
-    )
-    if len(lines) > DIFF_LINES:
-        lines = [*lines[:DIFF_LINES], f"... ({len(lines) - DIFF_LINES} more diff lines)"]
-    return "\n".join(lines)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)
-
 
 def compare_request(
     step: int, call: RecordedCall, messages: list[dict], tools: list[dict]
 ) -> Divergence | None:
     scrubber = get_scrubber()
-    now = [_message_view(m) for m in scrubber.data(messages)]
-    then = [_message_view(m) for m in call.request]
-    system_now = [_text(m.get("content")) for m in now if m.get("role") == "system"]
-    system_then = [_text(m.get("content")) for m in then if m.get("role") == "system"]
+    now = [message_view(m) for m in scrubber.data(messages)]
+    then = [message_view(m) for m in call.request]
+    system_now = [text_of(m.get("content")) for m in now if m.get("role") == "system"]
+    system_then = [text_of(m.get("content")) for m in then if m.get("role") == "system"]
     if system_now != system_then:
         return Divergence(
             step,
