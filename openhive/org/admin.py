@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from openhive.core.errors import DomainError
+from openhive.tools.selectors import team_mcp_servers
 from tasks.selectors import team_status
 from teams.admin import ScopeKeywordInline
 from teams.config import team_config_problem
@@ -76,7 +77,10 @@ class TeamAdmin(admin.ModelAdmin):
         team = self.get_object(request, object_id)
         extra = dict(extra_context or {})
         if team is not None:
-            extra.update(title=f"Team {team.name}", subtitle=None, page=team_page(team))
+            page = team_page(team)
+            configured = list(page["config"].mcp_servers) if page["config"] else []
+            page["mcp_servers"] = team_mcp_servers(team_id=team.pk, configured=configured)
+            extra.update(title=f"Team {team.name}", subtitle=None, page=page)
         return super().change_view(request, object_id, form_url, extra)
 
     @admin.display(description="config.yaml")

@@ -52,6 +52,26 @@ def mcp_status(*, team_id: int, server: str) -> McpServerStatus | None:
     return McpServerStatus.objects.filter(team_id=team_id, server=server).first()
 
 
+def team_mcp_servers(*, team_id: int, configured: list[str]) -> list[dict]:
+    """Each MCP server a team's config names, with what the workers last reported of it (a
+    server no session has used yet has no report), then any reported one no longer named."""
+    rows = {row.server: row for row in McpServerStatus.objects.filter(team_id=team_id)}
+    found = []
+    for name in [*configured, *sorted(set(rows) - set(configured))]:
+        row = rows.get(name)
+        found.append(
+            {
+                "name": name,
+                "configured": name in configured,
+                "state": row.state if row else "not started yet",
+                "tools": [f"mcp__{name}__{t.get('name')}" for t in (row.tools if row else [])],
+                "last_error": row.last_error if row else "",
+                "updated_at": row.updated_at if row else None,
+            }
+        )
+    return found
+
+
 def mcp_statuses() -> QuerySet[McpServerStatus]:
     return McpServerStatus.objects.select_related("team").order_by("team__name", "server")
 

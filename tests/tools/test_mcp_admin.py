@@ -43,3 +43,19 @@ def test_the_admin_shows_servers_their_tools_and_last_error(admin_client, ops):
     row = McpServerStatus.objects.get(server="fx")
     detail = admin_client.get(f"/admin/tools/mcpserverstatus/{row.pk}/change/").content.decode()
     assert "mcp__fx__echo" in detail and "mcp__fx__crash" in detail
+
+
+def test_the_team_page_lists_every_configured_server_even_before_its_first_use(
+    admin_client, ops
+):
+    set_config(
+        "ops",
+        mcp_servers={"fx": FIXTURE, "later": {"command": "mcp-server-time"}},
+        allowed_tools=["mcp__fx__*"],  # nothing of `later` is admitted: it is never started
+    )
+    offered(ops)
+    page = admin_client.get(f"/admin/teams/team/{ops.pk}/change/").content.decode()
+    section = page[page.index('id="team-mcp"') : page.index('id="team-config"')]
+    assert "<code>fx</code>" in section and "running" in section
+    assert "mcp__fx__echo" in section
+    assert "<code>later</code>" in section and "not started yet" in section
