@@ -27,10 +27,9 @@ from typing import Any
 import httpx
 
 from openhive.core.errors import DomainError
-from openhive.core.guards import pinning, ssrf
+from openhive.core.guards import ssrf
 
-from .webbody import read_body
-from .webfetch import ssrf_allow, transport
+from .webfetch import send_pinned, ssrf_allow
 
 logger = logging.getLogger(__name__)
 
@@ -235,19 +234,9 @@ def _send(
         content=body,
         extensions={"timeout": httpx.Timeout(remaining).as_dict()},
     )
-    try:
-        with pinning.pinned(target):
-            response = transport().handle_request(request)
-            try:
-                data, truncated = read_body(response, MAX_RESPONSE_BYTES, deadline, method)
-            finally:
-                response.close()
-    except httpx.TimeoutException:
-        raise DomainError(f"the request to {target.host} timed out", code="timeout") from None
-    except httpx.HTTPError as exc:
-        raise DomainError(
-            f"the request to {target.host} failed: {exc or type(exc).__name__}", code="fetch_failed"
-        ) from None
+    response, data, truncated = send_pinned(
+        target, request, max_bytes=MAX_RESPONSE_BYTES, deadline=deadline
+    )
     if truncated:
         raise DomainError(
             f"the response from {target.host} is over {MAX_RESPONSE_BYTES} bytes",

@@ -24,6 +24,42 @@ MAX_TIMEOUT = 600
 OUTPUT_CAP = 100_000
 
 
+def run_in_workspace(
+    ctx: ToolContext,
+    argv: list[str],
+    *,
+    timeout: float,
+    what: str,
+    things: str = "commands",
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> sandbox.SandboxResult:
+    """Run `argv` in the sandbox with the team's workspace as its only writable folder (`bash`
+    and skill scripts alike); no sandbox means nothing runs unless the operator opted in."""
+    run = sandbox.run(
+        argv,
+        workspace=team_workspace(ctx).root,
+        timeout=timeout,
+        stdin=stdin,
+        limits=sandbox_limits(timeout),
+        env=env,
+        output_cap=OUTPUT_CAP,
+        allow_unsandboxed=settings.OPENHIVE["ALLOW_UNSANDBOXED"],
+    )
+    if run.status == "unavailable":
+        raise DomainError(
+            f"{what} {'are' if what.endswith('s') else 'is'} unavailable: {run.reason}. Nothing "
+            f"was run; {things} never run unsandboxed unless the operator sets "
+            "OPENHIVE_ALLOW_UNSANDBOXED.",
+            code="sandbox_unavailable",
+        )
+    if not run.sandboxed:
+        logger.warning(
+            "%s for %s ran WITHOUT a sandbox (OPENHIVE_ALLOW_UNSANDBOXED)", what, ctx.caller
+        )
+    return run
+
+
 def sandbox_limits(timeout: float) -> sandbox.Limits:
     config = settings.OPENHIVE
     return sandbox.Limits(
@@ -61,23 +97,9 @@ def bash_tool(ctx: ToolContext, args: BashArgs) -> dict:
             "headers ({{vault:key}}), not for shell commands or files",
             code="secret_detected",
         )
-    workspace = team_workspace(ctx)
-    run = sandbox.run(
-        ["/bin/bash", "-c", args.command],
-        workspace=workspace.root,
-        timeout=args.timeout_seconds,
-        limits=sandbox_limits(args.timeout_seconds),
-        output_cap=OUTPUT_CAP,
-        allow_unsandboxed=settings.OPENHIVE["ALLOW_UNSANDBOXED"],
+    run = run_in_workspace(
+        ctx, ["/bin/bash", "-c", args.command], timeout=args.timeout_seconds, what="bash"
     )
-    if run.status == "unavailable":
-        raise DomainError(
-            f"bash is unavailable: {run.reason}. Nothing was run; commands never run "
-            "unsandboxed unless the operator sets OPENHIVE_ALLOW_UNSANDBOXED.",
-            code="sandbox_unavailable",
-        )
-    if not run.sandboxed:
-        logger.warning("bash for %s ran WITHOUT a sandbox (OPENHIVE_ALLOW_UNSANDBOXED)", ctx.caller)
     result: dict = {
         "exit_code": run.exit_code,
         "stdout": scrubber.text(run.stdout),

@@ -10,7 +10,6 @@ import os
 import shutil
 from pathlib import Path
 
-from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
 
 from openhive.core import paths, sandbox
@@ -24,8 +23,7 @@ from teams.models import MAIN_TEAM
 from teams.skills import Skill, load_skill, skill_instructions
 
 from .files import read_text
-from .shell import DEFAULT_TIMEOUT, MAX_TIMEOUT, OUTPUT_CAP, sandbox_limits
-from .workspaces import team_workspace
+from .shell import DEFAULT_TIMEOUT, MAX_TIMEOUT, run_in_workspace
 
 logger = logging.getLogger(__name__)
 
@@ -242,25 +240,15 @@ def run_skill_script_tool(ctx: ToolContext, args: RunSkillScriptArgs) -> dict:
             code="secret_detected",
         )
     argv = [*_argv(skill, args.script, real), *(args.args or [])]
-    workspace = team_workspace(ctx)
-    run = sandbox.run(
+    run = run_in_workspace(
+        ctx,
         argv,
-        workspace=workspace.root,
         timeout=args.timeout_seconds,
+        what="skill scripts",
+        things="scripts",
         stdin=args.stdin.encode() if args.stdin is not None else None,
-        limits=sandbox_limits(args.timeout_seconds),
         env={"SKILL_DIR": str(skill.folder)},
-        output_cap=OUTPUT_CAP,
-        allow_unsandboxed=settings.OPENHIVE["ALLOW_UNSANDBOXED"],
     )
-    if run.status == "unavailable":
-        raise DomainError(
-            f"skill scripts are unavailable: {run.reason}. Nothing was run; scripts never run "
-            "unsandboxed unless the operator sets OPENHIVE_ALLOW_UNSANDBOXED.",
-            code="sandbox_unavailable",
-        )
-    if not run.sandboxed:
-        logger.warning("skill script for %s ran WITHOUT a sandbox", ctx.caller)
     result: dict = {
         "skill": skill.name,
         "script": args.script,

@@ -148,11 +148,20 @@ def _send(
         content=body.encode("utf-8") if body is not None else None,
         extensions={"timeout": httpx.Timeout(remaining).as_dict()},
     )
+    return send_pinned(target, request, max_bytes=MAX_BODY_BYTES, deadline=deadline)
+
+
+def send_pinned(
+    target: ssrf.Target, request: httpx.Request, *, max_bytes: int, deadline: float
+) -> tuple[httpx.Response, bytes, bool]:
+    """Send `request` to the address the guard checked (never a second DNS answer) and read
+    its body up to `max_bytes` before `deadline`: web_fetch and the browser's routed requests
+    both go out this way."""
     try:
         with pinning.pinned(target):
             response = transport().handle_request(request)
             try:
-                data, truncated = read_body(response, MAX_BODY_BYTES, deadline, method)
+                data, truncated = read_body(response, max_bytes, deadline, request.method)
             finally:
                 response.close()
     except httpx.TimeoutException:
