@@ -84,6 +84,9 @@ class OutboxMessage(models.Model):
         RESPONSE = "response"
         RESULT = "result"
         ESCALATION = "escalation"
+        # A paused task asks the person (`ask_user`) or an operator (an approval).
+        QUESTION = "question"
+        APPROVAL = "approval"
 
     channel_id = models.CharField(max_length=200)
     topic = models.ForeignKey(
