@@ -103,6 +103,8 @@ class OutboxMessage(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # Structured detail for clients (a question's id, options, the tool awaiting approval).
+    data = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -342,7 +342,9 @@ class _Loop:
         arguments = call["function"].get("arguments") or "{}"
         self.emit({"event": "tool_call", "name": name})
         # A tool this session may not call is refused below, not put up for approval.
-        gated = approval_gate(self.agent, self.request, name, call) if name in self.ctx.tools else None
+        gated = (
+            approval_gate(self.agent, self.request, name, call) if name in self.ctx.tools else None
+        )
         if gated is not None:
             return gated
         with (

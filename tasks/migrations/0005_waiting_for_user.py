@@ -7,8 +7,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0006_alter_outboxmessage_kind'),
-        ('engine', '0006_alter_session_stop_reason'),
+        ('chat', '0005_message_deliveries_in_history'),
+        ('engine', '0006_session_stop_reason_waiting'),
         ('tasks', '0004_task_todos'),
         ('teams', '0002_teammessage'),
     ]
