@@ -12,7 +12,7 @@ from openhive.engine.models import Session
 from teams.config import TeamConfig, config_path, load_team_config
 from teams.models import Team
 
-from .models import OrgOpLock, Task, TaskTodo
+from .models import OrgOpLock, Task, TaskTodo, UserQuestion
 from .timing import ready_q, redispatch_cutoff
 
 STALE_IN_FLIGHT_MS = 600_000
@@ -217,3 +217,22 @@ def in_flight_tasks(*, team: Team) -> list[dict]:
             entry["stale"] = True
         out.append(entry)
     return out
+
+
+def task_questions(*, task_id: int) -> list[UserQuestion]:
+    """What the task asked and how each ended, oldest first (the pending one last)."""
+    return list(
+        UserQuestion.objects.filter(task_id=task_id)
+        .select_related("team")
+        .order_by("created_at", "id")
+    )
+
+
+def questions_waiting(*, team=None) -> QuerySet[UserQuestion]:
+    """Open questions and approval requests, oldest first: what people still have to answer."""
+    rows = UserQuestion.objects.filter(state=UserQuestion.State.PENDING).select_related(
+        "team", "task"
+    )
+    if team is not None:
+        rows = rows.filter(team=team)
+    return rows.order_by("created_at", "id")
