@@ -261,7 +261,7 @@ def test_the_timeout_without_a_default_fails_the_task_with_a_clear_reason(ops, s
 def test_the_ask_user_config_is_validated(ops):
     with pytest.raises(ValueError, match="timeout_seconds"):
         TeamConfig.model_validate({"name": "x", "ask_user": {"timeout_seconds": 0}})
-    with pytest.raises(ValueError, match="unknown|Extra"):
+    with pytest.raises(ValueError, match=r"unknown|Extra"):
         TeamConfig.model_validate({"name": "x", "ask_user": {"defualt": "yes"}})
 
 

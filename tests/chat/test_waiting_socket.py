@@ -1,0 +1,76 @@
+"""A waiting task's question over the real chat socket, and the answer typed in its topic."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from openhive.chat.models import Message, Topic
+from openhive.engine.models import Session
+from openhive.org.services import team_spawn
+from tasks.models import Task, UserQuestion
+from tasks.runner import run_task
+from tasks.services import task_enqueue
+from teams.models import Team
+from tests.chat.conftest import connect, receive_until
+from trust.services import api_token_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _paused_task(username: str, *, staff: bool, scripted_provider, django_user_model):
+    user = django_user_model.objects.create_user(
+        username=username, password="pw-123-abc", is_staff=staff
+    )
+    token = api_token_create(username=username)[1]
+    main = Team.objects.get(name="main")
+    ops = team_spawn(parent=main, name="ops", description="Operations").team
+    Team.objects.filter(pk=ops.pk).update(bootstrapped=True)
+    ops.tasks.filter(type=Task.Type.BOOTSTRAP).update(status=Task.Status.DONE)
+    scripted_provider(
+        [
+            {
+                "when": {"team": "ops", "last": "user"},
+                "reply": {
+                    "tool_calls": [{"name": "ask_user", "arguments": {"question": "Which disk?"}}]
+                },
+            },
+            {"when": {"team": "ops", "last": "tool"}, "reply": {"content": "Checked."}},
+            {"when": {}, "reply": {"content": "main agent turn"}},
+        ]
+    )
+    channel = f"ws:user:{user.pk}"
+    topic = Topic.objects.create(channel_id=channel, name="Disks")
+    task = task_enqueue(team=ops, text="Check the disk", source_channel=channel, topic_id=topic.pk)
+    assert run_task(task.pk) == "waiting_for_user"
+    return token, topic, task
+
+
+async def test_the_question_arrives_as_a_frame_and_the_next_message_answers_it(
+    main_team, scripted_provider, django_user_model, close_db_connections
+):
+    token, topic, task = await sync_to_async(_paused_task)(
+        "alice",
+        staff=False,
+        scripted_provider=scripted_provider,
+        django_user_model=django_user_model,
+    )
+    communicator = await connect(f"/ws/chat/?token={token}")
+    seen = await receive_until(communicator, "notification")
+    frame = seen[-1]
+    assert frame["kind"] == "question" and frame["task_id"] == task.pk
+    assert frame["question"]["text"] == "Which disk?" and frame["team"] == "ops"
+    assert frame["topic_id"] == topic.pk
+    await communicator.send_json_to({"type": "message", "content": "sdb", "topic_id": topic.pk})
+    seen = await receive_until(communicator, "response")
+    assert seen[0]["type"] == "ack"
+    assert f"task #{task.pk} goes on" in seen[-1]["content"]
+    await communicator.disconnect()
+    question = await UserQuestion.objects.aget(task_id=task.pk)
+    assert question.state == "answered" and question.answer == "sdb"
+    assert question.decided_by == "alice" and question.decided_via == "chat"
+    # The answer was not a turn of the main agent; the reply is in the topic's history.
+    assert not await Session.objects.filter(team__name="main").aexists()
+    assert await Message.objects.filter(topic=topic, role="assistant").acount() == 1
+    assert (await Task.objects.aget(pk=task.pk)).status == "pending"
+    assert await sync_to_async(run_task)(task.pk) == "done"
