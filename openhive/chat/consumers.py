@@ -184,7 +184,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if routed.topics_changed:
                 await self.topics_changed_everywhere()
             # An answer to a waiting task (or an approval) is not a turn for the main agent.
-            taken = await on_turn_thread(intercept_inbound)(
+            taken = await db(intercept_inbound)(
                 topic=routed.topic,
                 message=inbound.message,
                 sender_id=self.sender.sender_id,

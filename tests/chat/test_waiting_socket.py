@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connections
 
 from openhive.chat.models import Message, Topic
 from openhive.engine.models import Session
@@ -43,6 +44,7 @@ def _paused_task(username: str, *, staff: bool, scripted_provider, django_user_m
     topic = Topic.objects.create(channel_id=channel, name="Disks")
     task = task_enqueue(team=ops, text="Check the disk", source_channel=channel, topic_id=topic.pk)
     assert run_task(task.pk) == "waiting_for_user"
+    connections.close_all()
     return token, topic, task
 
 
@@ -73,4 +75,11 @@ async def test_the_question_arrives_as_a_frame_and_the_next_message_answers_it(
     assert not await Session.objects.filter(team__name="main").aexists()
     assert await Message.objects.filter(topic=topic, role="assistant").acount() == 1
     assert (await Task.objects.aget(pk=task.pk)).status == "pending"
-    assert await sync_to_async(run_task)(task.pk) == "done"
+    assert await sync_to_async(_run_and_close)(task.pk) == "done"
+
+
+def _run_and_close(task_id: int) -> str:
+    try:
+        return run_task(task_id)
+    finally:
+        connections.close_all()
