@@ -14,6 +14,7 @@ from tasks.runner import run_task
 from tasks.services import task_enqueue
 from teams.models import Team
 from tests.chat.conftest import connect, receive_until
+from tests.tasks.test_waiting import RAN, risky_tool  # noqa: F401 (a fixture)
 from trust.services import api_token_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,3 +84,52 @@ def _run_and_close(task_id: int) -> str:
         return run_task(task_id)
     finally:
         connections.close_all()
+
+
+def _gated_task(scripted_provider, django_user_model):
+    from teams.config import TeamConfig, load_team_config, write_team_config
+
+    user = django_user_model.objects.create_user(
+        username="olga", password="pw-123-abc", is_staff=True
+    )
+    token = api_token_create(username="olga")[1]
+    main = Team.objects.get(name="main")
+    ops = team_spawn(parent=main, name="ops", description="Operations").team
+    Team.objects.filter(pk=ops.pk).update(bootstrapped=True)
+    ops.tasks.filter(type=Task.Type.BOOTSTRAP).update(status=Task.Status.DONE)
+    config = load_team_config("ops").model_dump()
+    write_team_config(TeamConfig.model_validate({**config, "require_approval": ["zz_reboot"]}))
+    scripted_provider(
+        [
+            {
+                "when": {"team": "ops", "last": "user"},
+                "reply": {"tool_calls": [{"name": "zz_reboot", "arguments": {"target": "db1"}}]},
+            },
+            {"when": {"team": "ops", "last": "tool"}, "reply": {"content": "Rebooted."}},
+        ]
+    )
+    channel = f"ws:user:{user.pk}"
+    topic = Topic.objects.create(channel_id=channel, name="Ops")
+    task = task_enqueue(team=ops, text="Reboot db1", source_channel=channel, topic_id=topic.pk)
+    assert run_task(task.pk) == "waiting_for_approval"
+    connections.close_all()
+    return token, topic, task
+
+
+@pytest.mark.usefixtures("risky_tool")
+async def test_an_operator_approves_over_the_socket_and_the_call_runs_once(
+    main_team, scripted_provider, django_user_model, close_db_connections
+):
+    token, topic, task = await sync_to_async(_gated_task)(scripted_provider, django_user_model)
+    communicator = await connect(f"/ws/chat/?token={token}")
+    frame = (await receive_until(communicator, "notification"))[-1]
+    assert frame["kind"] == "approval" and frame["question"]["tool"] == "zz_reboot"
+    assert frame["question"]["arguments"] == {"target": "db1"}
+    await communicator.send_json_to({"type": "message", "content": "approve", "topic_id": topic.pk})
+    seen = await receive_until(communicator, "response")
+    assert "approved" in seen[-1]["content"]
+    await communicator.disconnect()
+    audit = await UserQuestion.objects.aget(task_id=task.pk)
+    assert (audit.state, audit.decided_by, audit.decided_via) == ("approved", "olga", "chat")
+    assert await sync_to_async(_run_and_close)(task.pk) == "done"
+    assert RAN == ["db1"]
