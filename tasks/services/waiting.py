@@ -34,7 +34,7 @@ STATUS_OF = {
     UserQuestion.Kind.APPROVAL: Task.Status.WAITING_FOR_APPROVAL,
 }
 # In chat, an operator decides an approval with a message starting with one of these words.
-DECISION = re.compile(r"^\s*(approve|approved|yes|deny|denied|no)\b[\s:,.-]*(.*)$", re.I | re.S)
+DECISION = re.compile(r"^\s*(approve|approved|deny|denied)\b[\s:,.-]*(.*)$", re.I | re.S)
 
 
 def task_wait(*, task_id: int, worker: str, session_id: int, pause: dict) -> UserQuestion | None:
@@ -337,7 +337,7 @@ def chat_answer(
         approval = pending.filter(kind=UserQuestion.Kind.APPROVAL).first()
         if approval is not None:
             word = decision.group(1).lower()
-            verdict = "approve" if word in ("approve", "approved", "yes") else "deny"
+            verdict = "approve" if word.startswith("approve") else "deny"
             try:
                 task_decide_approval(
                     task_id=approval.task_id,
