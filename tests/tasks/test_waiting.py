@@ -389,3 +389,35 @@ def test_an_operator_approves_in_chat(ops, scripted_provider, risky_tool):
     assert "denied" in reply
     audit = UserQuestion.objects.get(task=task)
     assert (audit.state, audit.reason, audit.decided_via) == ("denied", "too risky today", "chat")
+
+
+def test_calls_after_the_question_run_on_resume_and_a_second_question_pauses_again(
+    ops, scripted_provider, risky_tool
+):
+    two = [
+        {"name": "ask_user", "arguments": {"question": "First?"}},
+        {"name": "zz_reboot", "arguments": {"target": "web1"}},
+        {"name": "ask_user", "arguments": {"question": "Second?"}},
+    ]
+    scripted_provider(
+        [
+            {"when": {"team": "ops", "last": "user"}, "reply": {"tool_calls": two}},
+            {"when": {"last": "tool", "tool": "ask_user"}, "reply": {"content": "all done"}},
+        ]
+    )
+    task = task_enqueue(team=ops, text="Two questions", source_channel="web:alice")
+    assert run_task(task.pk) == "waiting_for_user"
+    task_answer(task_id=task.pk, answer="one", by="alice", via="api")
+    # The resumed run gives the first answer, runs the reboot, then waits on the second
+    # question without a model call in between.
+    assert run_task(task.pk) == "waiting_for_user" and RAN == ["web1"]
+    second = UserQuestion.objects.filter(task=task, state="pending").get()
+    assert second.text == "Second?"
+    task_answer(task_id=task.pk, answer="two", by="alice", via="api")
+    assert run_task(task.pk) == "done" and RAN == ["web1"]
+    last = Session.objects.filter(task=task).order_by("-id").first()
+    request = LlmExchange.objects.get(session=last).request_messages
+    answers = [json.loads(m["content"]).get("answer") for m in request if m["role"] == "tool"]
+    assert answers == ["one", None, "two"]
+    assert Session.objects.filter(task=task).count() == 3
+    assert last.spec_options["resumed_from"] < last.pk
