@@ -421,3 +421,16 @@ def test_calls_after_the_question_run_on_resume_and_a_second_question_pauses_aga
     assert answers == ["one", None, "two"]
     assert Session.objects.filter(task=task).count() == 3
     assert last.spec_options["resumed_from"] < last.pk
+
+
+def test_the_paused_and_the_resumed_sessions_replay_identically(ops, scripted_provider):
+    from tests.engine.replay_support import replay
+
+    task = ask(ops, scripted_provider)
+    task_answer(task_id=task.pk, answer="sdb", by="alice", via="api")
+    assert run_task(task.pk) == "done"
+    paused, resumed = Session.objects.filter(task=task).order_by("id")
+    for session in (paused, resumed):
+        report = replay(session.pk)
+        assert report.identical, report.divergence and report.divergence.describe()
+        assert report.stop_reason == session.stop_reason
