@@ -202,10 +202,17 @@ def tasks_admissible(*, now: datetime, limit: int) -> list[int]:
 
 
 def in_flight_tasks(*, team: Team) -> list[dict]:
-    """The team's pending and running work, most urgent first (the overlap policies' view)."""
+    """The team's unfinished work (pending, running, or waiting for a person), most urgent
+    first (the overlap policies' view)."""
     now = timezone.now()
     rows = Task.objects.filter(
-        team=team, status__in=[Task.Status.PENDING, Task.Status.RUNNING]
+        team=team,
+        status__in=[
+            Task.Status.PENDING,
+            Task.Status.RUNNING,
+            Task.Status.WAITING_FOR_USER,
+            Task.Status.WAITING_FOR_APPROVAL,
+        ],
     ).order_by("-status", "priority", "created_at", "id")
     out = []
     for t in rows:
