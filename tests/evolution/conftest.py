@@ -4,6 +4,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
+from django.test import Client
 
 from openhive.core import paths
 from openhive.core.context import ToolContext
@@ -12,7 +13,9 @@ from tasks.models import Task
 from teams.config import default_config, write_team_config
 from teams.models import ScopeKeyword, Team
 from teams.services import team_workspace_scaffold
+from tests.api.factories import UserFactory
 from tests.factories import TeamFactory
+from trust.services import api_token_create
 from triggers.models import TriggerConfig
 from triggers.services import trigger_create, trigger_enable, trigger_fire
 
@@ -70,3 +73,12 @@ def fired_task(trigger: TriggerConfig, key: str = "slot-1", now: datetime = STAR
 def call(team: Team, tool: str, task: Task | None = None, **arguments) -> dict:
     ctx = ToolContext(team=team, actor=f"{team.name}/scout", task_id=task.pk if task else None)
     return call_tool(ctx, tool, arguments)
+
+
+@pytest.fixture
+def api_client(db, settings) -> Client:
+    """An operator's API client (staff token)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    UserFactory(username="operator", is_staff=True)
+    _, token = api_token_create(username="operator", name="tests")
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token}")
