@@ -15,9 +15,9 @@ from teams.models import ScopeKeyword, Team
 from teams.services import team_workspace_scaffold
 from tests.api.factories import UserFactory
 from tests.factories import TeamFactory
-from trust.services import api_token_create
 from triggers.models import TriggerConfig
 from triggers.services import trigger_create, trigger_enable, trigger_fire
+from trust.services import api_token_create
 
 SCOUT = "---\ndescription: Researches the team's field\n---\nYou research the field.\n"
 START = datetime(2026, 11, 20, 2, 0, tzinfo=UTC)
