@@ -1,0 +1,144 @@
+"""The vector half of search_history: a team's recent history documents embedded with the
+memory search's model (`embeddings.get_embedder`, the offline MiniLM by default), compared with
+the query by cosine, fused with the BM25 ranking by Reciprocal Rank Fusion. It finds a past
+session worded differently from the query ("the database ran out of space" for "disk full"),
+which words alone miss.
+
+Vectors are stored (`HistoryVector`) and made lazily by the searches themselves: each search
+embeds at most `EMBED_PER_SEARCH` of the team's newest documents not embedded yet (or whose
+text changed), so a cold team's first searches cost a bounded amount and later ones only the
+query's embedding. Only the newest `VECTOR_POOL` documents of each kind take part: history
+search favours recent work, and an exact scan of a few hundred vectors is cheap."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from openhive.core.errors import DomainError
+
+from . import embeddings
+from .chunking import content_hash
+from .history import (
+    MAX_HISTORY_RESULTS,
+    HistoryDoc,
+    HistoryHit,
+    bm25_rank,
+    history_terms,
+    snippet,
+)
+from .models import HistoryVector
+from .search import MIN_VECTOR_SIMILARITY, RRF_K
+
+logger = logging.getLogger(__name__)
+
+VECTOR_POOL = 200
+EMBED_PER_SEARCH = 64
+EMBED_CHARS = 2_000  # MiniLM reads 256 tokens; more text only costs tokenising time
+
+
+def _doc_text(doc: HistoryDoc) -> str:
+    return f"{doc.title}\n{doc.text}"[:EMBED_CHARS]
+
+
+def _vectors(team_id: int, docs: list[HistoryDoc], embedder) -> dict[tuple[str, int], np.ndarray]:
+    """Stored vectors of the docs, embedding (newest first, bounded) those missing or stale."""
+    stored = {
+        (row.kind, row.object_id): row
+        for row in HistoryVector.objects.filter(
+            team_id=team_id,
+            embedding_model=embedder.name,
+            object_id__in={d.id for d in docs},
+        )
+    }
+    found: dict[tuple[str, int], np.ndarray] = {}
+    missing: list[tuple[HistoryDoc, str]] = []
+    for doc in sorted(docs, key=lambda d: d.date, reverse=True):
+        digest = content_hash(_doc_text(doc))
+        row = stored.get((doc.kind, doc.id))
+        if row is not None and row.content_hash == digest:
+            found[(doc.kind, doc.id)] = np.asarray(row.embedding, dtype=np.float32)
+        elif len(missing) < EMBED_PER_SEARCH:
+            missing.append((doc, digest))
+    if missing:
+        fresh = embedder.embed([_doc_text(doc) for doc, _ in missing])
+        for (doc, digest), vector in zip(missing, fresh, strict=True):
+            HistoryVector.objects.update_or_create(
+                team_id=team_id,
+                kind=doc.kind,
+                object_id=doc.id,
+                embedding_model=embedder.name,
+                defaults={"content_hash": digest, "embedding": vector},
+            )
+            found[(doc.kind, doc.id)] = np.asarray(vector, dtype=np.float32)
+    return found
+
+
+def vector_rank(
+    *, team_id: int, query: str, docs: list[HistoryDoc]
+) -> tuple[list[tuple[HistoryDoc, float]], str]:
+    """(docs by cosine similarity to the query, best first, above the memory search's floor;
+    the search mode). Without a model, or when it fails: ([], "full_text_only")."""
+    embedder = embeddings.get_embedder()
+    if embedder is None or not docs:
+        return [], "full_text_only" if embedder is None else "hybrid"
+    try:
+        query_vector = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+        vectors = _vectors(team_id, docs, embedder)
+    except embeddings.EmbeddingError as exc:
+        logger.warning("history search fell back to full text: %s", exc.message)
+        return [], "full_text_only"
+    ranked = []
+    for doc in docs:
+        vector = vectors.get((doc.kind, doc.id))
+        if vector is not None:
+            similarity = float(vector @ query_vector)
+            if similarity >= MIN_VECTOR_SIMILARITY:
+                ranked.append((doc, similarity))
+    ranked.sort(key=lambda item: (-item[1], -item[0].date.timestamp(), -item[0].id))
+    return ranked, "hybrid"
+
+
+def fuse(
+    text: list[tuple[HistoryDoc, float]], vector: list[tuple[HistoryDoc, float]]
+) -> list[tuple[HistoryDoc, float, str]]:
+    """RRF of the two rankings: (doc, fused score, matched: text | vector | both)."""
+    scores: dict[tuple[str, int], float] = {}
+    docs: dict[tuple[str, int], HistoryDoc] = {}
+    seen: dict[tuple[str, int], set[str]] = {}
+    for label, ranking in (("text", text), ("vector", vector)):
+        for rank, (doc, _score) in enumerate(ranking, start=1):
+            key = (doc.kind, doc.id)
+            docs[key] = doc
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank)
+            seen.setdefault(key, set()).add(label)
+    order = sorted(scores, key=lambda k: (-scores[k], -docs[k].date.timestamp(), -k[1]))
+    return [
+        (docs[k], scores[k], "both" if len(seen[k]) == 2 else next(iter(seen[k]))) for k in order
+    ]
+
+
+def history_hybrid_search(
+    *,
+    team_id: int,
+    query: str,
+    text_docs: list[HistoryDoc],
+    recent_docs: list[HistoryDoc],
+    limit: int,
+) -> tuple[list[HistoryHit], str]:
+    """BM25 over the docs that share a word with the query, cosine over the team's recent
+    docs, fused: (hits best first, search mode)."""
+    if not 1 <= limit <= MAX_HISTORY_RESULTS:
+        raise DomainError(
+            f"limit must be between 1 and {MAX_HISTORY_RESULTS}", code="invalid_limit"
+        )
+    terms = history_terms(query)
+    text = bm25_rank(text_docs, terms)
+    vector, mode = vector_rank(team_id=team_id, query=query, docs=recent_docs)
+    fused = fuse(text, vector)[:limit]
+    hits = [
+        HistoryHit(doc=doc, score=round(score, 6), snippet=snippet(doc.text, terms), matched=how)
+        for doc, score, how in fused
+    ]
+    return hits, mode
