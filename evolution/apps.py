@@ -8,8 +8,9 @@ class EvolutionConfig(AppConfig):
     def ready(self) -> None:
         # The trigger pipeline asks its registered gates before a cycle's task is created;
         # triggers never import this app.
-        from triggers.gates import register_fire_gate
+        from triggers.gates import register_fire_gate, register_readiness
 
-        from .services.cycles import cycle_gate
+        from .services.cycles import cycle_gate, trigger_readiness
 
         register_fire_gate(cycle_gate)
+        register_readiness(trigger_readiness)

@@ -38,3 +38,23 @@ def gate_check(trigger: Any, now: datetime, *, test: bool = False) -> GateResult
         if result is not None:
             return result
     return None
+
+
+# trigger -> None when the checker has no say, "" when ready, else why not (for pages only:
+# it records nothing).
+ReadinessCheck = Callable[[Any], str | None]
+_READINESS: list[ReadinessCheck] = []
+
+
+def register_readiness(check: ReadinessCheck) -> None:
+    if check not in _READINESS:
+        _READINESS.append(check)
+
+
+def readiness_of(trigger: Any) -> str | None:
+    """None for a trigger no gate concerns; "" when ready; otherwise the reason."""
+    for check in list(_READINESS):
+        verdict = check(trigger)
+        if verdict is not None:
+            return verdict
+    return None

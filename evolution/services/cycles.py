@@ -113,6 +113,14 @@ def cycle_readiness(team: Team, kind: str, subagent: str) -> str | None:
     return None
 
 
+def trigger_readiness(trigger: TriggerConfig) -> str | None:
+    """For pages: None when the trigger is no cycle, "" when ready, else the reason."""
+    kind = cycle_kind(trigger)
+    if kind is None:
+        return None
+    return cycle_readiness(trigger.team, kind, trigger.subagent) or ""
+
+
 def pick_topics(team: Team, subagent: str, journal: dict) -> list[str]:
     """Rotate through the scope keywords: each cycle takes the next few after the last one's."""
     keywords = sorted(team.scope_keywords.values_list("keyword", flat=True))

@@ -97,3 +97,14 @@ def test_seeding_gives_each_subagent_its_own_minute_active_and_main_none(ops, ma
     (main_agents / "router.md").write_text("---\ndescription: routes\n---\nBody\n")
     team_bootstrap_record(team=main_team)
     assert not main_team.triggers.exists()
+
+
+def test_the_trigger_admin_page_says_whether_a_cycle_is_ready(ops, cycle_trigger, admin_client):
+    from django.urls import reverse
+
+    trigger = cycle_trigger("learning")
+    url = reverse("admin:triggers_triggerconfig_change", args=[trigger.pk])
+    assert b"ready" in admin_client.get(url).content
+    ops.scope_keywords.all().delete()
+    page = admin_client.get(url).content.decode()
+    assert "not ready: team ops has no scope keywords" in page
