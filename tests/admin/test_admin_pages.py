@@ -183,7 +183,23 @@ def _cycle_change() -> Model:
     )
 
 
+def _history_vector() -> Model:
+    import numpy as np
+
+    from memory.models import HistoryVector
+
+    return HistoryVector.objects.create(
+        team=TeamFactory(),
+        kind="session",
+        object_id=1,
+        content_hash="h",
+        embedding=np.zeros(384, dtype=np.float32),
+        embedding_model="m",
+    )
+
+
 MAKERS: dict[str, Callable[[], Model]] = {
+    "memory.historyvector": _history_vector,
     "evolution.cyclerun": _cycle_run,
     "evolution.learning": _learning,
     "evolution.cyclechange": _cycle_change,

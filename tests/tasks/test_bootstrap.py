@@ -97,7 +97,6 @@ def test_a_bootstrap_builds_the_team_and_the_system_seeds_its_cycles(ops, script
     learning = cycles["learning-cycle-log-watcher"]
     # Active at once (ADR-35): every firing passes the readiness gates before a task exists.
     assert learning.state == "active" and learning.subagent == "log-watcher"
-    assert learning.next_fire_at is not None
     assert learning.type == "schedule" and learning.config["cron"].endswith(" 2 * * *")
     assert learning.overlap_policy == "always-skip" and learning.max_turns == 100
     assert cycles["reflection-cycle-log-watcher"].config["cron"].endswith(" 3 * * *")
