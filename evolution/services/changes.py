@@ -32,6 +32,7 @@ from teams.services import teammessage_send
 from teams.subagents import parse_subagent
 
 from ..models import CycleChange, CycleKind, CycleRun, Learning
+from .cycles import journal_note
 
 COOLDOWN = timedelta(hours=24)
 MAX_FILE_CHARS = 64_000
@@ -195,6 +196,7 @@ def change_propose(
         _write(real, content)
         change.decided_at = change.created_at
         change.save(update_fields=["decided_at"])
+    journal_note(run, changes=[change.pk])
     return change
 
 
