@@ -16,6 +16,7 @@ from openhive.core.context import ToolContext
 from openhive.engine.tool_calls import call_tool
 from teams.models import TeamMessage
 from tests.factories import TeamFactory
+from vault.services import vault_read
 
 from .conftest import SCOUT, START, call, fired_task
 
@@ -104,6 +105,8 @@ def test_a_skill_change_applies_once_per_cycle_and_waits_out_its_cooldown(
         applied = propose(ops, first, "skills/triage/SKILL.md", BETTER)
         assert applied["success"] and applied["status"] == "applied" and not applied["identity"]
         assert skill_file.read_text() == BETTER
+        journal = vault_read(team=ops, key="reflection:ops:scout:journal").value
+        assert f'"changes": [{applied["change_id"]}]' in journal
         second = propose(ops, first, "subagents/scout.md", SCOUT + "More.\n")
         assert not second["success"] and second["code"] == "ONE_CHANGE_PER_CYCLE"
 
