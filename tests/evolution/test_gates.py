@@ -108,3 +108,22 @@ def test_the_trigger_admin_page_says_whether_a_cycle_is_ready(ops, cycle_trigger
     ops.scope_keywords.all().delete()
     page = admin_client.get(url).content.decode()
     assert "not ready: team ops has no scope keywords" in page
+
+
+def test_status_says_whether_each_cycle_is_ready(ops, cycle_trigger):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    cycle_trigger("learning")
+    cycle_trigger("reflection")
+    allow_tools(ops, ["web_fetch", "memory_search", "vault_get", "record_learning"])
+    out = StringIO()
+    call_command("openhive", "status", stdout=out)
+    text = out.getvalue()
+    assert "ops/learning-cycle-scout [schedule, active]" in text
+    learning_line = next(line for line in text.splitlines() if "learning-cycle-scout" in line)
+    assert learning_line.endswith("; ready")
+    reflection_line = next(line for line in text.splitlines() if "reflection-cycle-scout" in line)
+    assert "not ready: the reflection cycle needs tools" in reflection_line
+    assert "list_completed_tasks" in reflection_line
