@@ -35,18 +35,8 @@ from trust.services import api_token_create
 
 pytestmark = pytest.mark.django_db
 
-OUR_APPS = (
-    "teams",
-    "tasks",
-    "triggers",
-    "memory",
-    "vault",
-    "trust",
-    "engine",
-    "chat",
-    "tools",
-    "evolution",
-)
+OUR_APPS = ("teams", "tasks", "triggers", "memory", "vault", "trust", "engine", "chat", "tools")
+OUR_APPS += ("evolution",)
 
 
 def _api_token() -> ApiToken:
