@@ -266,6 +266,8 @@ def change_revert(*, change_id: int, by: str) -> CycleChange:
     evidence = change.evidence or {}
     if evidence.get("learning_id") and (change.before is None or evidence.get("supersedes")):
         Learning.objects.filter(pk=evidence["learning_id"]).update(status=Learning.Status.REVERTED)
+    if evidence.get("promoted") and evidence.get("previous"):  # the promotion is undone
+        Learning.objects.filter(pk=evidence["learning_id"]).update(**evidence["previous"])
     if evidence.get("supersedes"):  # the contradicted learning holds its topic again
         Learning.objects.filter(pk=evidence["supersedes"]).update(
             status=Learning.Status.ACTIVE, superseded_by=None

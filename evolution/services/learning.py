@@ -13,6 +13,7 @@ from django.utils import timezone
 from memory.models import Memory
 from memory.services import memory_save
 from openhive.core.errors import Conflict, DomainError
+from openhive.core.scrubbing import scrub
 
 from ..models import CONFIDENCE_ORDER, Confidence, CycleChange, CycleKind, CycleRun, Learning
 from .cycles import journal_note
@@ -90,8 +91,9 @@ def learning_record(
     run = CycleRun.objects.select_for_update().get(pk=run.pk)
     if run.kind != CycleKind.LEARNING:
         raise DomainError("record_learning belongs to learning cycles", code="wrong_cycle")
-    topic, insight = topic.strip(), insight.strip()
-    sources = list(dict.fromkeys(s.strip() for s in sources if s.strip()))
+    # Shown in the admin, the API and (through the memory) in prompts: no known secret stays.
+    topic, insight = scrub(topic.strip()), scrub(insight.strip())
+    sources = list(dict.fromkeys(scrub(s.strip()) for s in sources if s.strip()))
     if confidence not in Confidence.values:
         raise DomainError(f"confidence must be one of {', '.join(Confidence.values)}")
     if _rank(confidence) < _rank(MIN_CONFIDENCE):
@@ -135,6 +137,12 @@ def learning_record(
             code="stance_required",
         )
     if previous is not None and stance == "agrees":
+        # What a revert of this promotion puts back.
+        evidence["previous"] = {
+            "confidence": previous.confidence,
+            "corroborations": previous.corroborations,
+            "sources": previous.sources,
+        }
         previous.sources = list(dict.fromkeys([*previous.sources, *sources]))
         previous.corroborations += 1
         # One step up per corroboration; high still needs its sources.

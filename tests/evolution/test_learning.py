@@ -132,6 +132,7 @@ def test_a_later_cycle_promotes_what_it_corroborates_and_supersedes_what_it_cont
     disks = Learning.objects.get(topic="disks")
     assert disks.corroborations == 1 and disks.status == "active" and len(disks.sources) == 3
     assert "[high confidence" in Memory.objects.get(key="lesson:scout:disks", active=True).content
+    promotion = CycleChange.objects.get(evidence__promoted=True)
 
     contra = call(
         ops,
@@ -158,3 +159,35 @@ def test_a_later_cycle_promotes_what_it_corroborates_and_supersedes_what_it_cont
     assert old.status == "active"
     restored = Memory.objects.get(key="lesson:scout:tls", active=True)
     assert "tls v1" in restored.content
+    # Reverting the promotion puts the confidence back.
+    change_revert(change_id=promotion.pk, by="operator")
+    disks.refresh_from_db()
+    assert disks.confidence == "medium" and disks.corroborations == 0
+    assert "[medium confidence" in Memory.objects.get(key="lesson:scout:disks", active=True).content
+
+
+@pytest.mark.django_db
+def test_a_known_secret_never_reaches_a_learning_its_memory_or_the_journal(ops, cycle_trigger):
+    from openhive.core import scrubbing
+
+    secret = "sk-learn-0123456789abcdefSECRET"
+    scrubbing.remember([secret])
+    try:
+        task = fired_task(cycle_trigger("learning"))
+        done = call(
+            ops,
+            "record_learning",
+            task,
+            topic="tls",
+            insight=f"The key is {secret}.",
+            confidence="medium",
+            sources=[f"https://x.example/?k={secret}"],
+        )
+        assert done["success"]
+        learning = Learning.objects.get()
+        stored = [learning.insight, *learning.sources, learning.memory.content]
+        stored += [c.after for c in CycleChange.objects.all()]
+        stored.append(vault_read(team=ops, key="learning:ops:scout:journal").value)
+        assert all(secret not in text for text in stored)
+    finally:
+        scrubbing.invalidate()
