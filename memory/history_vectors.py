@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+from django.db import connection
+from pgvector.django import CosineDistance
 
 from openhive.core.errors import DomainError
 
@@ -34,7 +36,7 @@ from .search import MIN_VECTOR_SIMILARITY, RRF_K
 logger = logging.getLogger(__name__)
 
 VECTOR_POOL = 200
-EMBED_PER_SEARCH = 16
+EMBED_PER_SEARCH = 8
 # The ask and the start of the answer carry the meaning; MiniLM's cost grows with the tokens.
 EMBED_CHARS = 600
 
@@ -43,29 +45,23 @@ def _doc_text(doc: HistoryDoc) -> str:
     return f"{doc.title}\n{doc.text}"[:EMBED_CHARS]
 
 
-def _vectors(
-    team_id: int, docs: list[HistoryDoc], embedder, budget: int | None = None
-) -> dict[tuple[str, int], np.ndarray]:
-    """Stored vectors of the docs, embedding (newest first, at most `budget`, by default
-    EMBED_PER_SEARCH) those missing or stale."""
+def _refresh(team_id: int, docs: list[HistoryDoc], embedder, budget: int | None = None) -> int:
+    """Embed (newest first, at most `budget`, by default EMBED_PER_SEARCH) the docs with no
+    vector or a stale one; the count. Reads hashes only, never the vectors."""
     budget = EMBED_PER_SEARCH if budget is None else budget
     stored = {
-        (row.kind, row.object_id): row
-        for row in HistoryVector.objects.filter(
-            team_id=team_id,
-            embedding_model=embedder.name,
-            object_id__in={d.id for d in docs},
-        )
+        (kind, object_id): digest
+        for kind, object_id, digest in HistoryVector.objects.filter(
+            team_id=team_id, embedding_model=embedder.name, object_id__in={d.id for d in docs}
+        ).values_list("kind", "object_id", "content_hash")
     }
-    found: dict[tuple[str, int], np.ndarray] = {}
     missing: list[tuple[HistoryDoc, str]] = []
     for doc in sorted(docs, key=lambda d: d.date, reverse=True):
         digest = content_hash(_doc_text(doc))
-        row = stored.get((doc.kind, doc.id))
-        if row is not None and row.content_hash == digest:
-            found[(doc.kind, doc.id)] = np.asarray(row.embedding, dtype=np.float32)
-        elif len(missing) < budget:
+        if stored.get((doc.kind, doc.id)) != digest:
             missing.append((doc, digest))
+            if len(missing) >= budget:
+                break
     if missing:
         fresh = embedder.embed([_doc_text(doc) for doc, _ in missing])
         for (doc, digest), vector in zip(missing, fresh, strict=True):
@@ -76,8 +72,32 @@ def _vectors(
                 embedding_model=embedder.name,
                 defaults={"content_hash": digest, "embedding": vector},
             )
-            found[(doc.kind, doc.id)] = np.asarray(vector, dtype=np.float32)
-    return found
+    return len(missing)
+
+
+def _similarities(
+    team_id: int, docs: list[HistoryDoc], model: str, query: np.ndarray
+) -> dict[tuple[str, int], float]:
+    """Cosine similarity of each doc's stored vector to the query (vectors are normalised).
+    PostgreSQL computes it in SQL (parsing hundreds of vectors' text costs more than the
+    search); SQLite reads the raw float32 blobs into one numpy matrix."""
+    rows = HistoryVector.objects.filter(
+        team_id=team_id, embedding_model=model, object_id__in={d.id for d in docs}
+    )
+    if connection.vendor == "postgresql":
+        found = rows.annotate(distance=CosineDistance("embedding", query)).values_list(
+            "kind", "object_id", "distance"
+        )
+        return {(kind, pk): 1.0 - float(distance) for kind, pk, distance in found}
+    with connection.cursor() as cursor:
+        sql, params = rows.values_list("kind", "object_id", "embedding").query.sql_with_params()
+        cursor.execute(sql, params)
+        found = cursor.fetchall()
+    if not found:
+        return {}
+    matrix = np.frombuffer(b"".join(blob for _, _, blob in found), dtype=np.float32)
+    scores = matrix.reshape(len(found), -1) @ query
+    return {(kind, pk): float(score) for (kind, pk, _), score in zip(found, scores, strict=True)}
 
 
 def history_vectors_fill(*, team_id: int, docs: list[HistoryDoc]) -> int:
@@ -85,9 +105,7 @@ def history_vectors_fill(*, team_id: int, docs: list[HistoryDoc]) -> int:
     embedder = embeddings.get_embedder()
     if embedder is None:
         return 0
-    before = HistoryVector.objects.filter(team_id=team_id).count()
-    _vectors(team_id, docs, embedder, budget=len(docs))
-    return HistoryVector.objects.filter(team_id=team_id).count() - before
+    return _refresh(team_id, docs, embedder, budget=len(docs))
 
 
 def vector_rank(
@@ -100,17 +118,16 @@ def vector_rank(
         return [], "full_text_only" if embedder is None else "hybrid"
     try:
         query_vector = np.asarray(embedder.embed([query])[0], dtype=np.float32)
-        vectors = _vectors(team_id, docs, embedder)
+        _refresh(team_id, docs, embedder)
     except embeddings.EmbeddingError as exc:
         logger.warning("history search fell back to full text: %s", exc.message)
         return [], "full_text_only"
+    similarities = _similarities(team_id, docs, embedder.name, query_vector)
     ranked = []
     for doc in docs:
-        vector = vectors.get((doc.kind, doc.id))
-        if vector is not None:
-            similarity = float(vector @ query_vector)
-            if similarity >= MIN_VECTOR_SIMILARITY:
-                ranked.append((doc, similarity))
+        similarity = similarities.get((doc.kind, doc.id))
+        if similarity is not None and similarity >= MIN_VECTOR_SIMILARITY:
+            ranked.append((doc, similarity))
     ranked.sort(key=lambda item: (-item[1], -item[0].date.timestamp(), -item[0].id))
     return ranked, "hybrid"
 

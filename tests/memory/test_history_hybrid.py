@@ -72,9 +72,9 @@ def test_vectors_are_stored_once_and_refreshed_when_the_text_changes(ops, past, 
     search(ops)
     assert HistoryVector.objects.filter(team=ops).count() == 3
     embedded: list[int] = []
-    real = history_vectors._vectors
+    real = history_vectors._refresh
 
-    def counting(team_id, docs, embedder):
+    def counting(team_id, docs, embedder, budget=None):
         class Counting:
             name = embedder.name
 
@@ -82,9 +82,9 @@ def test_vectors_are_stored_once_and_refreshed_when_the_text_changes(ops, past, 
                 embedded.append(len(texts))
                 return embedder.embed(texts)
 
-        return real(team_id, docs, Counting())
+        return real(team_id, docs, Counting(), budget)
 
-    monkeypatch.setattr(history_vectors, "_vectors", counting)
+    monkeypatch.setattr(history_vectors, "_refresh", counting)
     search(ops)
     assert embedded == []  # only the query was embedded
     past["unrelated"].final_text = "Renewed 3 certificates and rotated the keys."
