@@ -19,7 +19,7 @@ from openhive.core.errors import DomainError
 from openhive.core.scrubbing import scrub
 from teams.models import Team
 
-from .models import Memory, MemoryChunk
+from .models import HistoryVector, Memory, MemoryChunk
 from .search import memory_search
 from .selectors import memory_history
 from .services import memory_save
@@ -194,3 +194,15 @@ class MemoryChunkAdmin(NoEditAdmin):
     @admin.display(description="content")
     def shown_content(self, obj: MemoryChunk) -> str:
         return format_html("<pre style='white-space: pre-wrap'>{}</pre>", scrub(obj.content))
+
+
+@admin.register(HistoryVector)
+class HistoryVectorAdmin(NoEditAdmin):
+    """Read-only: the embeddings search_history makes of a team's sessions and topics."""
+
+    list_display = ("team", "kind", "object_id", "embedding_model", "created_at")
+    list_filter = (("team", admin.RelatedOnlyFieldListFilter), "kind", "embedding_model")
+    list_select_related = ("team",)
+    search_fields = ("team__name",)
+    fields = ("team", "kind", "object_id", "embedding_model", "content_hash", "created_at")
+    readonly_fields = fields

@@ -5,8 +5,8 @@ History is not indexed like memory: there is no chunk table per session or topic
 first narrows the team's rows in the database (any query word, case-insensitive, newest
 `MAX_CANDIDATES` of each kind), then ranks those few in Python with BM25 over the same query
 words as memory search (`query_terms`: words only, no query operator reaches the database),
-sessions and topics in one pool. Full text only: embedding every candidate per query would
-cost more than the search is worth."""
+sessions and topics in one pool. The vector half (`history_vectors`) adds what is worded
+differently, from stored embeddings of the team's newest documents."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ class HistoryHit:
     doc: HistoryDoc
     score: float
     snippet: str
+    matched: str = "text"  # text | vector | both
 
 
 def history_terms(query: str) -> list[str]:
@@ -130,15 +131,21 @@ def _session_doc(session: Session) -> HistoryDoc:
 
 
 def session_history_docs(
-    *, team_id: int, terms: list[str], exclude_session_id: int | None = None
+    *,
+    team_id: int,
+    terms: list[str] | None,
+    exclude_session_id: int | None = None,
+    limit: int = MAX_CANDIDATES,
 ) -> list[HistoryDoc]:
-    """The team's finished sessions that mention any term, newest first (bounded)."""
+    """The team's finished sessions that mention any term (all of them with `terms=None`, for
+    the vector half), newest first (bounded)."""
+    rows = Session.objects.filter(team_id=team_id, finished_at__isnull=False)
+    if terms is not None:
+        rows = rows.filter(any_term(["final_text", "task__text"], terms))
     rows = (
-        Session.objects.filter(team_id=team_id, finished_at__isnull=False)
-        .filter(any_term(["final_text", "task__text"], terms))
-        .exclude(pk=exclude_session_id or 0)
+        rows.exclude(pk=exclude_session_id or 0)
         .select_related("task")
-        .order_by("-finished_at", "-id")[:MAX_CANDIDATES]
+        .order_by("-finished_at", "-id")[:limit]
     )
     return [_session_doc(s) for s in rows]
 

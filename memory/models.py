@@ -100,3 +100,33 @@ class MemoryChunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_id}#{self.index}"
+
+
+class HistoryVector(models.Model):
+    """The embedding of one history document (a finished session or a chat topic of a team),
+    for the vector half of search_history. Filled lazily by the search itself (the newest
+    documents first) and refreshed when the document's text changes (`content_hash`)."""
+
+    class Kind(models.TextChoices):
+        SESSION = "session"
+        TOPIC = "topic"
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=7, choices=Kind.choices)
+    object_id = models.PositiveBigIntegerField()
+    content_hash = models.CharField(max_length=64)
+    embedding = EmbeddingField(dimensions=EMBEDDING_DIMENSIONS)
+    embedding_model = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team_id", "kind", "object_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "kind", "object_id", "embedding_model"],
+                name="uniq_history_vector",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}:{self.kind}:{self.object_id}"

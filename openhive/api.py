@@ -15,6 +15,7 @@ from django.urls import URLPattern, URLResolver
 from ninja import Field, NinjaAPI, Query, Router, Schema, Status
 from ninja.errors import AuthenticationError
 
+from evolution.api import router as learning_router
 from memory.api import router as memories_router
 from memory.embeddings import search_mode as memory_search_mode
 from openhive.api_auth import api_auth, docs_guard, member_auth, unauthorized_response
@@ -235,6 +236,7 @@ api.add_router("/triggers", triggers_router)
 api.add_router("/memories", memories_router)
 api.add_router("/vault", vault_router)
 api.add_router("/trust", trust_router)
+api.add_router("/learning", learning_router)
 # A chat user reads their own topics here; everything else is for operators.
 api.add_router("/topics", topics_router, auth=member_auth)
 

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "memory",
     "vault",
     "trust",
+    "evolution",
     "openhive.tools",
 ]
 

@@ -10,7 +10,8 @@ Layers, lowest first (module prefixes):
   3 vault, trust, memory   a team's secrets and state, who may talk, what it remembers
   4 openhive.chat          conversations, topics, the outbox
   5 tasks                  the durable queue
-  6 openhive.org, triggers use cases over the tree; what wakes teams
+  6 openhive.org, triggers use cases over the tree; what wakes teams;
+    evolution              learning and reflection cycles
   7 openhive.tools         built-in tool families (doors)
   8 openhive               the composition root: settings, urls, asgi, root API, CLI, clock
 """
@@ -29,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("vault", "trust", "memory"),
     ("openhive.chat",),
     ("tasks",),
-    ("openhive.org", "triggers"),
+    ("openhive.org", "triggers", "evolution"),
     ("openhive.tools",),
     ("openhive",),
 ]

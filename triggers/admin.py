@@ -11,6 +11,7 @@ from django.http import HttpRequest
 
 from openhive.core.errors import DomainError
 
+from .gates import readiness_of
 from .models import TriggerConfig, TriggerEvent
 from .schemas import UPDATABLE
 from .selectors import trigger_next_fire, trigger_when
@@ -70,6 +71,7 @@ class TriggerConfigAdmin(admin.ModelAdmin):
     actions = ("enable_triggers", "disable_triggers", "test_triggers")
     readonly_fields = (
         "state",
+        "readiness",
         "fires",
         "next_fire",
         "disabled_reason",
@@ -90,6 +92,14 @@ class TriggerConfigAdmin(admin.ModelAdmin):
         # The type decides what the config means; changing it means a new trigger.
         extra = ("team", "name", "type") if obj is not None else ()
         return (*extra, *self.readonly_fields)
+
+    @admin.display(description="readiness")
+    def readiness(self, obj: TriggerConfig) -> str:
+        # Gated triggers only (learning and reflection cycles): what a firing now would do.
+        verdict = readiness_of(obj) if obj.pk else None
+        if verdict is None:
+            return "-"
+        return "ready" if verdict == "" else f"not ready: {verdict}"
 
     @admin.display(description="fires")
     def fires(self, obj: TriggerConfig) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from .gates import readiness_of
 from .models import TriggerConfig
 
 
@@ -121,5 +122,8 @@ def trigger_status_lines() -> list[str]:
             line += f"; failures {trigger.consecutive_failures}/{trigger.failure_threshold}"
         if trigger.last_alert:
             line += f"; last alert: {trigger.last_alert[:120]}"
+        verdict = readiness_of(trigger)  # gated triggers only (learning, reflection cycles)
+        if verdict is not None:
+            line += "; ready" if verdict == "" else f"; not ready: {verdict}"
         lines.append(line)
     return lines or ["none"]

@@ -140,15 +140,17 @@ def _last_messages(topic_ids: list[int]) -> dict[int, list[Message]]:
     return {pk: list(reversed(rows)) for pk, rows in found.items()}
 
 
-def topic_history_docs(*, team_id: int, terms: list[str]) -> list[HistoryDoc]:
-    """The team's topics that mention any term (name, description or a message), newest
-    first, bounded; each with its last messages."""
+def topic_history_docs(
+    *, team_id: int, terms: list[str] | None, limit: int = MAX_CANDIDATES
+) -> list[HistoryDoc]:
+    """The team's topics that mention any term (name, description or a message; all of them
+    with `terms=None`, for the vector half), newest first, bounded; each with its last
+    messages."""
+    rows = _team_topics(team_id)
+    if terms is not None:
+        rows = rows.filter(any_term(["name", "description", "messages__content"], terms))
     ids = list(
-        _team_topics(team_id)
-        .filter(any_term(["name", "description", "messages__content"], terms))
-        .order_by("-last_activity_at", "-id")
-        .values_list("pk", flat=True)
-        .distinct()[:MAX_CANDIDATES]
+        rows.order_by("-last_activity_at", "-id").values_list("pk", flat=True).distinct()[:limit]
     )
     topics = Topic.objects.in_bulk(ids)
     messages = _last_messages(ids)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from teams.services import team_workspace_scaffold, validate_team_name
 from teams.skills import load_skills
 from teams.subagents import load_subagents
 from triggers.models import TriggerConfig
-from triggers.services import trigger_create
+from triggers.services import trigger_create, trigger_enable
 from vault.services import vault_store_secret
 
 logger = logging.getLogger(__name__)
@@ -183,20 +184,21 @@ Build the team that will do this work, with your tools, in this order:
    (one Python module with DESCRIPTION, PARAMETERS and run(args)); it is offered as
    `plugin__<name>`.
 6. Triggers are not yours to create (your parent manages them): a learning and a reflection
-   trigger per subagent are created for you, pending, when the bootstrap succeeds.
+   trigger per subagent are created for you when the bootstrap succeeds.
 If files from an earlier attempt exist, read them and fix what is wrong rather than start over.
 Finish with a short summary for the person who asked for this team: what it is ready to do."""
 
 
-# Per-subagent learning and reflection cycles (ADR-35/40): seeded pending, so nothing fires
-# until the learning cycle and its readiness gates exist and an operator enables them.
+# Per-subagent learning and reflection cycles (ADR-35/40): seeded active once the bootstrap
+# succeeded; each firing passes the cycle's readiness gates (evolution.services.cycles) before
+# any task is created, so an unready team costs a skipped run row, not a model call.
 CYCLES = (
     (
         "learning-cycle",
         2,
         100,
-        "Run a learning cycle for your work as {subagent}: review recent interactions, extract "
-        "patterns, and update memory.",
+        "Run a learning cycle for your work as {subagent}: research this cycle's topics and "
+        "record what you learn.",
     ),
     (
         "reflection-cycle",
@@ -207,9 +209,10 @@ CYCLES = (
 )
 
 
-def _cycle_minute(team_name: str) -> int:
-    """Teams' cycles are spread over the hour, the same minute for every subagent of a team."""
-    return sum(team_name.encode()) % 31
+def _cycle_minute(team_name: str, subagent: str) -> int:
+    """A stable minute of the hour per team and subagent: a team's subagents do not all wake
+    at the same minute (the reference's bug), and a re-seed picks the same one."""
+    return zlib.crc32(f"{team_name}/{subagent}".encode()) % 60
 
 
 @dataclass
@@ -239,19 +242,20 @@ class BootstrapRecord:
 @transaction.atomic
 def team_bootstrap_record(*, team: Team) -> BootstrapRecord:
     """After a successful bootstrap: seed the learning and reflection triggers of every valid
-    subagent (pending; skipped when the name exists already), and say what the team was built
-    with. Idempotent."""
+    subagent (active, each gated when it fires; skipped when the name exists already), and say
+    what the team was built with. Idempotent."""
     subagents, _problems = load_subagents(team.name)
-    minute = _cycle_minute(team.name)
     seeded: list[str] = []
     existing = set(TriggerConfig.objects.filter(team=team).values_list("name", flat=True))
-    for subagent in subagents:
+    # The main agent only routes work: it never gets cycles.
+    for subagent in subagents if team.name != MAIN_TEAM else []:
         for prefix, hour, max_turns, text in CYCLES:
             name = f"{prefix}-{subagent.name}"
             if name in existing:
                 continue
+            minute = _cycle_minute(team.name, subagent.name)
             try:
-                trigger_create(
+                trigger = trigger_create(
                     team=team,
                     name=name,
                     type=TriggerConfig.Type.SCHEDULE,
@@ -261,6 +265,7 @@ def team_bootstrap_record(*, team: Team) -> BootstrapRecord:
                     max_turns=max_turns,
                     overlap_policy=TriggerConfig.OverlapPolicy.ALWAYS_SKIP,
                 )
+                trigger_enable(trigger=trigger)
             except DomainError as exc:  # one refused trigger must not undo the bootstrap
                 logger.warning("team %s: trigger %s not seeded: %s", team.name, name, exc)
                 continue

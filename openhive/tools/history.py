@@ -11,11 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memory.history import (
     MAX_HISTORY_RESULTS,
-    history_search,
     history_terms,
     session_history_docs,
     session_history_entry,
 )
+from memory.history_vectors import VECTOR_POOL, history_hybrid_search
 from openhive.chat.selectors import topic_history_docs, topic_history_entry
 from openhive.core.context import ToolContext
 from openhive.core.registry import tool
@@ -31,24 +31,30 @@ class SearchHistoryArgs(BaseModel):
 @tool(
     name="search_history",
     description=(
-        "Search your team's past by words, best match first: its finished sessions (what it "
-        "was asked, what it answered) and the chat topics it took part in. Each result has a "
-        "kind and an id for read_history_entry."
+        "Search your team's past by words and meaning, best match first: its finished "
+        "sessions (what it was asked, what it answered) and the chat topics it took part in. "
+        "Each result has a kind and an id for read_history_entry."
     ),
     args=SearchHistoryArgs,
 )
 def search_history(ctx: ToolContext, args: SearchHistoryArgs) -> dict:
-    terms = history_terms(args.query)
-    hits = history_search(
+    team_id, terms = ctx.team.pk, history_terms(args.query)
+    text_docs = session_history_docs(
+        team_id=team_id, terms=terms, exclude_session_id=ctx.session_id
+    ) + topic_history_docs(team_id=team_id, terms=terms)
+    # The vector half compares the query with the team's newest documents whatever their words.
+    recent_docs = session_history_docs(
+        team_id=team_id, terms=None, exclude_session_id=ctx.session_id, limit=VECTOR_POOL
+    ) + topic_history_docs(team_id=team_id, terms=None, limit=VECTOR_POOL)
+    hits, mode = history_hybrid_search(
+        team_id=team_id,
         query=args.query,
-        sessions=session_history_docs(
-            team_id=ctx.team.pk, terms=terms, exclude_session_id=ctx.session_id
-        ),
-        topics=topic_history_docs(team_id=ctx.team.pk, terms=terms),
+        text_docs=text_docs,
+        recent_docs=recent_docs,
         limit=args.limit,
     )
     return {
-        "search_mode": "full_text_only",
+        "search_mode": mode,
         "results": [
             {
                 "kind": hit.doc.kind,
@@ -57,6 +63,7 @@ def search_history(ctx: ToolContext, args: SearchHistoryArgs) -> dict:
                 "title": hit.doc.title,
                 "snippet": hit.snippet,
                 "score": hit.score,
+                "matched": hit.matched,
             }
             for hit in hits
         ],

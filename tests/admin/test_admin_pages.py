@@ -36,6 +36,7 @@ from trust.services import api_token_create
 pytestmark = pytest.mark.django_db
 
 OUR_APPS = ("teams", "tasks", "triggers", "memory", "vault", "trust", "engine", "chat", "tools")
+OUR_APPS += ("evolution",)
 
 
 def _api_token() -> ApiToken:
@@ -134,7 +135,73 @@ def _user_question() -> Model:
     )
 
 
+def _cycle_run() -> Model:
+    from evolution.models import CycleRun
+
+    return CycleRun.objects.create(
+        team=TeamFactory(),
+        subagent="scout",
+        kind="learning",
+        outcome="skipped",
+        reason="no scope keywords",
+        created_at=timezone.now(),
+    )
+
+
+def _learning() -> Model:
+    from evolution.models import Learning
+
+    now = timezone.now()
+    return Learning.objects.create(
+        team=TeamFactory(),
+        subagent="scout",
+        topic="tls",
+        insight="Renew early.",
+        confidence="medium",
+        sources=["https://x.example"],
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _cycle_change() -> Model:
+    from evolution.models import CycleChange
+
+    return CycleChange.objects.create(
+        team=TeamFactory(),
+        subagent="scout",
+        kind="reflection",
+        target_type="file",
+        target="skills/x/SKILL.md",
+        before="old",
+        after="new",
+        reason="evidence",
+        evidence={"task_ids": [1]},
+        status="applied",
+        created_at=timezone.now(),
+    )
+
+
+def _history_vector() -> Model:
+    import numpy as np
+
+    from memory.models import HistoryVector
+
+    return HistoryVector.objects.create(
+        team=TeamFactory(),
+        kind="session",
+        object_id=1,
+        content_hash="h",
+        embedding=np.zeros(384, dtype=np.float32),
+        embedding_model="m",
+    )
+
+
 MAKERS: dict[str, Callable[[], Model]] = {
+    "memory.historyvector": _history_vector,
+    "evolution.cyclerun": _cycle_run,
+    "evolution.learning": _learning,
+    "evolution.cyclechange": _cycle_change,
     "tools.mcpserverstatus": _mcp_server_status,
     "tools.ratelimitbucket": _rate_limit_bucket,
     "tools.reachcall": _reach_call,

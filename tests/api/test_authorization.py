@@ -69,7 +69,25 @@ def world(main_team) -> dict:
     from trust.services import sender_trust_set
 
     sender_trust_set(channel_type="ws", sender_id="bob", granted_by="t")
+    from django.utils import timezone
+
+    from evolution.models import CycleChange
+
+    # A proposed identity change: confirm applies it, reject then conflicts, revert undoes it.
+    change = CycleChange.objects.create(
+        team=ops,
+        subagent="scout",
+        kind="reflection",
+        target_type="file",
+        target="subagents/scout.md",
+        before=None,
+        after="---\ndescription: x\n---\n",
+        identity=True,
+        status="proposed",
+        created_at=timezone.now(),
+    )
     return {
+        "change_id": change.pk,
         "name": "ops",
         "team": "ops",
         "task_id": task.pk,

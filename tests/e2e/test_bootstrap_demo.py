@@ -62,8 +62,8 @@ def test_the_demo_bootstraps_ops_offline_and_ops_delegates_to_its_subagent(main_
     # What the system added and recorded.
     triggers = TriggerConfig.objects.filter(team=ops).order_by("name")
     assert [(t.name, t.state, t.subagent) for t in triggers] == [
-        ("learning-cycle-disk-keeper", "pending", "disk-keeper"),
-        ("reflection-cycle-disk-keeper", "pending", "disk-keeper"),
+        ("learning-cycle-disk-keeper", "active", "disk-keeper"),
+        ("reflection-cycle-disk-keeper", "active", "disk-keeper"),
     ]
     bootstrap.refresh_from_db()
     assert (

@@ -18,6 +18,8 @@ from tests.api.factories import MessageFactory, SessionFactory, TopicFactory
 from tests.factories import TaskFactory
 
 SECRET = "sk-hist-0123456789abcdefSECRET"
+# The word half on its own (test_history_hybrid.py covers the vector half and the fusion).
+pytestmark = pytest.mark.usefixtures("no_embeddings")
 
 
 def call(team, tool, session_id=None, **arguments):

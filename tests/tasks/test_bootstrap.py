@@ -1,6 +1,6 @@
 """The bootstrap that builds a team, through the real task runner and the scripted provider:
 what it may do with its tools, what the system adds (per-subagent learning and reflection
-triggers, pending) and records, the notice on success, and a clear failure."""
+triggers, active and gated) and records, the notice on success, and a clear failure."""
 
 from __future__ import annotations
 
@@ -95,7 +95,8 @@ def test_a_bootstrap_builds_the_team_and_the_system_seeds_its_cycles(ops, script
     cycles = {t.name: t for t in TriggerConfig.objects.filter(team=ops)}
     assert set(cycles) == {"learning-cycle-log-watcher", "reflection-cycle-log-watcher"}
     learning = cycles["learning-cycle-log-watcher"]
-    assert learning.state == "pending" and learning.subagent == "log-watcher"
+    # Active at once (ADR-35): every firing passes the readiness gates before a task exists.
+    assert learning.state == "active" and learning.subagent == "log-watcher"
     assert learning.type == "schedule" and learning.config["cron"].endswith(" 2 * * *")
     assert learning.overlap_policy == "always-skip" and learning.max_turns == 100
     assert cycles["reflection-cycle-log-watcher"].config["cron"].endswith(" 3 * * *")

@@ -16,6 +16,7 @@ from tasks.models import Task
 from tasks.services import task_cancel, task_enqueue
 
 from ..decisions import TERMINAL_TASK_STATES, overlap_decision, rate_limit_allows
+from ..gates import gate_check
 from ..models import TriggerConfig, TriggerEvent
 from ..notify import NOTIFY_INSTRUCTION
 from .manage import trigger_alert
@@ -145,6 +146,13 @@ def trigger_fire(
             trigger_alert(trigger=trigger, now=now, message=message, tell_channel=True)
         return FireResult("skipped", task_id=trigger.active_task_id)
 
+    gate = gate_check(trigger, now)
+    if gate is not None and not gate.ready:
+        # Not ready (e.g. a learning cycle of a team without scope keywords): no task, no
+        # model call; the gate's owner recorded why.
+        event.update(outcome=TriggerEvent.Outcome.SKIPPED)
+        logger.info("trigger %s/%s skipped: %s", trigger.team.name, trigger.name, gate.reason)
+        return FireResult("skipped")
     replaced = None
     if decision.action == "replace":
         replaced = trigger.active_task_id
@@ -156,6 +164,8 @@ def trigger_fire(
             )
         except Conflict:
             replaced = None  # it ended a moment ago: nothing to replace
+    if gate is not None and gate.context:
+        context = "\n\n".join(part for part in (context, gate.context) if part)
     task = task_enqueue(
         team=trigger.team,
         text=task_text(trigger, context),
@@ -164,9 +174,11 @@ def trigger_fire(
         # A clock firing answers in the owner's topic; a chat message's firing, in its own.
         topic_id=trigger.owner_topic_id if source_channel is None else topic_id,
         correlation_id=correlation(trigger, event_key),
-        options=task_options(trigger),
+        options={**task_options(trigger), **(gate.options if gate else {})},
         created_by=f"trigger:{trigger.name}",
     )
+    if gate is not None and gate.on_task is not None:
+        gate.on_task(task)
     trigger.active_task = task if decision.track else None
     trigger.overlap_count = decision.overlap_count
     trigger.last_fired_at = now
@@ -195,18 +207,22 @@ def trigger_test(*, trigger: TriggerConfig, max_turns: int | None = None) -> Fir
     replaced = None
     if in_flight and trigger.overlap_policy in ("always-skip", "skip-then-replace"):
         return FireResult("skipped", task_id=trigger.active_task_id)
+    gate = gate_check(trigger, timezone.now(), test=True)
+    if gate is not None and not gate.ready:
+        logger.info("trigger %s/%s test skipped: %s", trigger.team.name, trigger.name, gate.reason)
+        return FireResult("skipped")
     if in_flight and trigger.overlap_policy == "always-replace":
         replaced = trigger.active_task_id
         try:
             task_cancel(task_id=replaced, reason=f"replaced by a test of trigger {trigger.name}")
         except Conflict:
             replaced = None
-    options = task_options(trigger, test=True)
+    options = {**task_options(trigger, test=True), **(gate.options if gate else {})}
     if max_turns:
         options["max_turns"] = max_turns
     task = task_enqueue(
         team=trigger.team,
-        text=task_text(trigger),
+        text=task_text(trigger, gate.context if gate else ""),
         type=Task.Type.TRIGGER,
         source_channel=trigger.source_channel,
         topic_id=trigger.owner_topic_id,
@@ -214,6 +230,8 @@ def trigger_test(*, trigger: TriggerConfig, max_turns: int | None = None) -> Fir
         options=options,
         created_by=f"trigger-test:{trigger.name}",
     )
+    if gate is not None and gate.on_task is not None:
+        gate.on_task(task)
     if replaced:
         TriggerConfig.objects.filter(pk=trigger.pk).update(active_task=None, overlap_count=0)
     return FireResult("replaced" if replaced else "fired", task.pk, replaced)
