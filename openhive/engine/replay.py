@@ -137,6 +137,7 @@ def recorded_request(calls: list[RecordedCall]) -> tuple[str, list[dict]]:
 
 # --- comparing ---------------------------------------------------------------------------------
 
+
 def compare_request(
     step: int, call: RecordedCall, messages: list[dict], tools: list[dict]
 ) -> Divergence | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from decimal import Decimal
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -74,74 +73,38 @@ def session_open(
     )
 
 
+# What a step leaves on the session row: its running totals, and at the end how it stopped.
+STEP_FIELDS = (
+    "turns",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "model",
+    "provider_profile",
+)
+
+
 @reconnecting
 @transaction.atomic
-def session_record_exchange(
-    *,
-    session: Session,
-    turn: int,
-    request_digest: str,
-    request_messages: list,
-    response: dict,
-    finish_reason: str,
-    prompt_tokens: int,
-    completion_tokens: int,
-    cost_usd: Decimal,
-    latency_ms: int,
-    kind: str = LlmExchange.Kind.STEP,
-    step: int | None = None,
-    request_start: int | None = None,
-    tools: list | None = None,
-    tools_digest: str = "",
-    provider_profile: str = "",
-    attempts: list | None = None,
-) -> LlmExchange:
-    """One exchange and the session's running totals, in one transaction. `step` is the
-    loop's turn for a step (the session's `turns`)."""
-    exchange = LlmExchange.objects.create(
-        session=session,
-        turn=turn,
-        kind=kind,
-        request_digest=request_digest,
-        request_start=request_start,
-        request_messages=request_messages,
-        tools=tools or [],
-        tools_digest=tools_digest,
-        provider_profile=provider_profile,
-        attempts=attempts or [],
-        response=response,
-        finish_reason=finish_reason,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost_usd=cost_usd,
-        latency_ms=latency_ms,
-    )
-    if step is not None:
-        session.turns = step
-    session.prompt_tokens += prompt_tokens
-    session.completion_tokens += completion_tokens
-    session.cost_usd += cost_usd
-    session.save(
-        update_fields=[
-            "turns",
-            "prompt_tokens",
-            "completion_tokens",
-            "cost_usd",
-            "model",
-            "provider_profile",
-        ]
-    )
-    return exchange
+def session_record_step(
+    *, session: Session, exchanges: list[dict], tool_calls: list[dict], fields: dict
+) -> None:
+    """A session's step in one transaction (one commit, where an exchange, the session's
+    totals and each audit row used to commit apart): its model exchanges, the audit rows of its
+    tool calls (already scrubbed), and `fields` set on the session row (its totals, and the
+    stop when it ends). Setting values, not adding to them, keeps a retry after a reconnect
+    from counting twice."""
+    if exchanges:
+        LlmExchange.objects.bulk_create([LlmExchange(session=session, **e) for e in exchanges])
+    if tool_calls:
+        ToolCall.objects.bulk_create([ToolCall(**_audit_row(row)) for row in tool_calls])
+    for name, value in fields.items():
+        setattr(session, name, value)
+    session.save(update_fields=list(fields))
 
 
-@reconnecting
-def session_close(*, session: Session, stop_reason: str, final_text: str, error: str) -> Session:
-    session.stop_reason = stop_reason
-    session.final_text = final_text
-    session.error = error
-    session.finished_at = timezone.now()
-    session.save()
-    return session
+def _audit_row(row: dict) -> dict:
+    return {**row, "tool": row["tool"][:100]}
 
 
 def sessions_close_abandoned(*, task_ids: list[int], stop_reason: str, error: str) -> int:
