@@ -30,7 +30,6 @@ from .services import (
     STEP_FIELDS,
     session_open,
     session_record_step,
-    toolcall_record,
 )
 from .spec import SessionOutcome
 
@@ -151,7 +150,7 @@ class SessionRecorder:
         )
 
     def _add_exchange(self, **row: object) -> None:
-        self.pending_exchanges.append(row)
+        self.pending_exchanges.append({**row, "created_at": timezone.now()})
         session = self.session
         session.prompt_tokens += int(row["prompt_tokens"])  # type: ignore[call-overload]
         session.completion_tokens += int(row["completion_tokens"])  # type: ignore[call-overload]
@@ -159,7 +158,8 @@ class SessionRecorder:
 
     def audit(self, row: dict) -> None:
         """The audit row of a tool call of this session's step (`tool_calls.audit_into`)."""
-        self.pending_calls.append(row)
+        # Stamped now, as if written now: the rows keep the time of the call, not of the flush.
+        self.pending_calls.append({**row, "created_at": timezone.now()})
 
     def flush(self, close: dict | None = None) -> None:
         """Commit what the step left pending, with the session's totals (and `close`, the
@@ -187,7 +187,7 @@ class SessionRecorder:
             session_record_step(session=self.session, exchanges=[row], tool_calls=[], fields={})
         for row in calls:
             try:
-                toolcall_record(**row)
+                session_record_step(session=self.session, exchanges=[], tool_calls=[row], fields={})
             except Exception:
                 logger.exception("could not record the audit row for tool %s", row.get("tool"))
         session_record_step(session=self.session, exchanges=[], tool_calls=[], fields=fields)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -94,17 +95,59 @@ def session_record_step(
     tool calls (already scrubbed), and `fields` set on the session row (its totals, and the
     stop when it ends). Setting values, not adding to them, keeps a retry after a reconnect
     from counting twice."""
+    now = timezone.now()
     if exchanges:
-        LlmExchange.objects.bulk_create([LlmExchange(session=session, **e) for e in exchanges])
+        _insert(
+            LlmExchange, [{"created_at": now, **e, "session_id": session.pk} for e in exchanges]
+        )
     if tool_calls:
-        ToolCall.objects.bulk_create([ToolCall(**_audit_row(row)) for row in tool_calls])
+        _insert(ToolCall, [{"created_at": now, **r, "tool": r["tool"][:100]} for r in tool_calls])
     for name, value in fields.items():
         setattr(session, name, value)
-    session.save(update_fields=list(fields))
+    if fields:
+        _update(session, list(fields))
 
 
-def _audit_row(row: dict) -> dict:
-    return {**row, "tool": row["tool"][:100]}
+# A step's rows are written by statements built once per table, with each value prepared by
+# its field as the ORM prepares it: the ORM's per-row machinery (model instances, query
+# compilation, save signals, none of which these tables use) cost more than the writes.
+
+
+@functools.cache
+def _columns(model: type[models.Model]) -> tuple[str, tuple[models.Field, ...]]:
+    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
+    quote = connection.ops.quote_name
+    return quote(model._meta.db_table), fields
+
+
+def _insert(model: type[models.Model], rows: list[dict]) -> None:
+    table, fields = _columns(model)
+    quote = connection.ops.quote_name
+    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    sql = f"INSERT INTO {table} ({', '.join(quote(f.column) for f in fields)}) VALUES " + ", ".join(
+        [row_sql] * len(rows)
+    )
+    params: list = []
+    for row in rows:
+        for field in fields:
+            value = row[field.attname] if field.attname in row else field.get_default()
+            params.append(field.get_db_prep_save(value, connection))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _update(instance: models.Model, names: list[str]) -> None:
+    meta = instance._meta
+    fields = [meta.get_field(name) for name in names]
+    quote = connection.ops.quote_name
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET "
+        + ", ".join(f"{quote(f.column)} = %s" for f in fields)
+        + f" WHERE {quote(meta.pk.column)} = %s"
+    )
+    params = [f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, instance.pk])
 
 
 def sessions_close_abandoned(*, task_ids: list[int], stop_reason: str, error: str) -> int:
