@@ -86,7 +86,6 @@ STEP_FIELDS = (
 
 
 @reconnecting
-@transaction.atomic
 def session_record_step(
     *, session: Session, exchanges: list[dict], tool_calls: list[dict], fields: dict
 ) -> None:
@@ -96,47 +95,59 @@ def session_record_step(
     stop when it ends). Setting values, not adding to them, keeps a retry after a reconnect
     from counting twice."""
     now = timezone.now()
+    statements = []
     if exchanges:
-        _insert(
-            LlmExchange, [{"created_at": now, **e, "session_id": session.pk} for e in exchanges]
-        )
+        rows = [{"created_at": now, **e, "session_id": session.pk} for e in exchanges]
+        statements.append(_insert(LlmExchange, rows))
     if tool_calls:
-        _insert(ToolCall, [{"created_at": now, **r, "tool": r["tool"][:100]} for r in tool_calls])
+        rows = [{"created_at": now, **r, "tool": r["tool"][:100]} for r in tool_calls]
+        statements.append(_insert(ToolCall, rows))
     for name, value in fields.items():
         setattr(session, name, value)
     if fields:
-        _update(session, list(fields))
+        statements.append(_update(session, list(fields)))
+    if not statements:
+        return
+    if connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get(
+        "server_side_binding"
+    ):
+        # One round trip: PostgreSQL runs the statements of one query as one transaction
+        # (or as part of the caller's), where BEGIN, each statement and COMMIT took one each.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "; ".join(sql for sql, _ in statements), [p for _, ps in statements for p in ps]
+            )
+        return
+    with transaction.atomic(), connection.cursor() as cursor:
+        for sql, params in statements:
+            cursor.execute(sql, params)
 
 
-# A step's rows are written by statements built once per table, with each value prepared by
-# its field as the ORM prepares it: the ORM's per-row machinery (model instances, query
-# compilation, save signals, none of which these tables use) cost more than the writes.
+# A step's rows are written by statements built here, with each value prepared by its field as
+# the ORM prepares it: the ORM's per-row machinery (model instances, query compilation, save
+# signals, none of which these tables use) cost more than the writes.
 
 
 @functools.cache
 def _columns(model: type[models.Model]) -> tuple[str, tuple[models.Field, ...]]:
     fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
     quote = connection.ops.quote_name
-    return quote(model._meta.db_table), fields
+    names = ", ".join(quote(f.column) for f in fields)
+    return f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ", fields
 
 
-def _insert(model: type[models.Model], rows: list[dict]) -> None:
-    table, fields = _columns(model)
-    quote = connection.ops.quote_name
+def _insert(model: type[models.Model], rows: list[dict]) -> tuple[str, list]:
+    head, fields = _columns(model)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    sql = f"INSERT INTO {table} ({', '.join(quote(f.column) for f in fields)}) VALUES " + ", ".join(
-        [row_sql] * len(rows)
-    )
     params: list = []
     for row in rows:
         for field in fields:
             value = row[field.attname] if field.attname in row else field.get_default()
             params.append(field.get_db_prep_save(value, connection))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    return head + ", ".join([row_sql] * len(rows)), params
 
 
-def _update(instance: models.Model, names: list[str]) -> None:
+def _update(instance: models.Model, names: list[str]) -> tuple[str, list]:
     meta = instance._meta
     fields = [meta.get_field(name) for name in names]
     quote = connection.ops.quote_name
@@ -146,8 +157,7 @@ def _update(instance: models.Model, names: list[str]) -> None:
         + f" WHERE {quote(meta.pk.column)} = %s"
     )
     params = [f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, instance.pk])
+    return sql, [*params, instance.pk]
 
 
 def sessions_close_abandoned(*, task_ids: list[int], stop_reason: str, error: str) -> int:
