@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from openhive.core.db import RESET_ERRORS, reconnecting, reconnects
@@ -251,12 +251,15 @@ def still_held_check(task_id: int, worker: str) -> Callable[[], bool]:
     """`should_cancel` for a session: True once the task is no longer running for this worker
     (cancelled, replaced, or reaped and handed to another), so it never runs twice at once."""
 
+    # Read before every model call: the query is compiled once, not at each read.
+    held = Task.objects.filter(pk=task_id, status=Task.Status.RUNNING, lease_owner=worker)
+    sql, params = held.values("pk")[:1].query.sql_with_params()
+
     @reconnecting
     def should_cancel() -> bool:
-        held = Task.objects.filter(
-            pk=task_id, status=Task.Status.RUNNING, lease_owner=worker
-        ).exists()
-        return not held
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone() is None
 
     return should_cancel
 

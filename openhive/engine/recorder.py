@@ -1,21 +1,39 @@
 """The one recorder of model work: a Session row, one LlmExchange per completion (scrubbed of
-every known secret), and the end. The session loop and the topic classifier both record through
-it, so every model call anywhere is in the same tables and can be replayed."""
+every known secret), the audit rows of the session's tool calls, and the end. The session loop
+and the topic classifier both record through it, so every model call anywhere is in the same
+tables and can be replayed.
+
+Writes are gathered per step and committed together (`flush`): the step's exchange, the audit
+rows of its tool calls and the session's totals in one transaction, once the step's tool calls
+are done and before the next model call; the last step's rows commit with the session's end.
+Every way out of a session flushes what is pending (`finish`, or `salvage` when an error
+escapes), so a tool call that ran is in the audit unless the process itself dies within that
+step."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from decimal import Decimal
 
+from django.utils import timezone
+
+from openhive.core.db import RESET_ERRORS
 from openhive.core.scrubbing import Scrubber, get_scrubber
 
 from . import llm
 from .model import ModelPort, ResilientModel
 from .models import LlmExchange, Session
 from .providers import ProviderProfile
-from .services import session_close, session_open, session_record_exchange
+from .services import (
+    STEP_FIELDS,
+    session_open,
+    session_record_step,
+)
 from .spec import SessionOutcome
+
+logger = logging.getLogger(__name__)
 
 Kind = LlmExchange.Kind
 
@@ -52,6 +70,10 @@ class SessionRecorder:
         self.sequence = 0
         # Secret values seen only in tool-call arguments (credentials handed over in a call).
         self.handed_over: list[str] = []
+        # Written at the next flush: exchanges (the fields of each row) and audit rows.
+        self.pending_exchanges: list[dict] = []
+        self.pending_calls: list[dict] = []
+        self.request_digest = RequestDigest()
 
     @property
     def session_id(self) -> int:
@@ -84,12 +106,14 @@ class SessionRecorder:
         start = self.recorded_upto if kind == Kind.STEP else 0
         self.sequence += 1
         schemas = tools or []
-        session_record_exchange(
-            session=self.session,
+        if kind == Kind.STEP:
+            self.session.turns = turn
+        self._add_exchange(
             turn=self.sequence,
             kind=kind,
-            step=turn if kind == Kind.STEP else None,
-            request_digest=digest(messages),
+            request_digest=self.request_digest.of(messages)
+            if kind == Kind.STEP
+            else digest(messages),
             request_start=start,
             request_messages=scrubber.data(messages[start:]),
             tools=[t["function"]["name"] for t in schemas] if kind == Kind.STEP else [],
@@ -110,8 +134,7 @@ class SessionRecorder:
         """A call no retry or fallback could answer: its request and every attempt."""
         scrubber = self.scrubber()
         self.sequence += 1
-        session_record_exchange(
-            session=self.session,
+        self._add_exchange(
             turn=self.sequence,
             kind=Kind.FAILED,
             request_digest=digest(messages),
@@ -126,20 +149,109 @@ class SessionRecorder:
             latency_ms=sum(int(a.get("latency_ms") or 0) for a in attempts),
         )
 
+    def _add_exchange(self, **row: object) -> None:
+        self.pending_exchanges.append({**row, "created_at": timezone.now()})
+        session = self.session
+        session.prompt_tokens += int(row["prompt_tokens"])  # type: ignore[call-overload]
+        session.completion_tokens += int(row["completion_tokens"])  # type: ignore[call-overload]
+        session.cost_usd += row["cost_usd"]  # type: ignore[operator]
+
+    def audit(self, row: dict) -> None:
+        """The audit row of a tool call of this session's step (`tool_calls.audit_into`)."""
+        # Stamped now, as if written now: the rows keep the time of the call, not of the flush.
+        self.pending_calls.append({**row, "created_at": timezone.now()})
+
+    def flush(self, close: dict | None = None) -> None:
+        """Commit what the step left pending, with the session's totals (and `close`, the
+        session's end), in one transaction."""
+        if not (self.pending_exchanges or self.pending_calls or close):
+            return
+        fields = {name: getattr(self.session, name) for name in STEP_FIELDS} | (close or {})
+        exchanges, calls = self.pending_exchanges, self.pending_calls
+        self.pending_exchanges, self.pending_calls = [], []
+        try:
+            session_record_step(
+                session=self.session, exchanges=exchanges, tool_calls=calls, fields=fields
+            )
+        except RESET_ERRORS:
+            self.pending_exchanges, self.pending_calls = exchanges, calls
+            raise
+        except Exception:
+            # One bad row (an audit row naming a team deleted meanwhile) must not lose the
+            # others: each is written on its own, as before steps were batched.
+            logger.exception("session %s: the step could not be written at once", self.session_id)
+            self._write_apart(exchanges, calls, fields)
+
+    def _write_apart(self, exchanges: list[dict], calls: list[dict], fields: dict) -> None:
+        for row in exchanges:
+            session_record_step(session=self.session, exchanges=[row], tool_calls=[], fields={})
+        for row in calls:
+            try:
+                session_record_step(session=self.session, exchanges=[], tool_calls=[row], fields={})
+            except Exception:
+                logger.exception("could not record the audit row for tool %s", row.get("tool"))
+        session_record_step(session=self.session, exchanges=[], tool_calls=[], fields=fields)
+
+    def salvage(self) -> None:
+        """On a way out that skipped `finish` (the database gone, the process told to stop):
+        write what is pending if the database still takes it; never raises."""
+        if not (self.pending_exchanges or self.pending_calls):
+            return
+        try:
+            self.flush()
+        except BaseException:
+            logger.exception(
+                "session %s: %d audit row(s) and %d exchange(s) could not be written",
+                self.session_id,
+                len(self.pending_calls),
+                len(self.pending_exchanges),
+            )
+
     def finish(
         self, reason: str, content: str, error: str, effects: dict | None = None
     ) -> SessionOutcome:
         # The session may have created secrets: reload, and add those only seen in tool calls.
         scrubber = get_scrubber(refresh=True).with_extra(self.handed_over)
-        session = session_close(
-            session=self.session,
-            stop_reason=reason,
-            final_text=scrubber.text(content),
-            error=scrubber.text(error),
+        self.flush(
+            close={
+                "stop_reason": reason,
+                "final_text": scrubber.text(content),
+                "error": scrubber.text(error),
+                "finished_at": timezone.now(),
+            }
         )
+        session = self.session
         return SessionOutcome(
             session.pk, reason, session.final_text, session.error, dict(effects or {})
         )
+
+
+class RequestDigest:
+    """`digest(messages)` of a request that grows between steps, kept as it grows: each
+    message is serialised once, not the whole history at every step. A history rewritten
+    (compaction) starts it again. The loop appends messages and never edits one."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+        self.hasher = hashlib.sha256(b"[")
+
+    def of(self, messages: list[dict]) -> str:
+        seen = self.seen
+        kept = len(messages) >= len(seen) and all(
+            a is b for a, b in zip(seen, messages, strict=False)
+        )
+        if not kept:
+            self.seen, self.hasher = [], hashlib.sha256(b"[")
+            seen = self.seen
+        # json.dumps of a list is "[" + the items joined by ", " + "]".
+        for message in messages[len(seen) :]:
+            if seen:
+                self.hasher.update(b", ")
+            self.hasher.update(json.dumps(message, sort_keys=True, default=str).encode())
+            seen.append(message)
+        done = self.hasher.copy()
+        done.update(b"]")
+        return done.hexdigest()
 
 
 def complete_once(

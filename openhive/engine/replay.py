@@ -148,6 +148,7 @@ def resumed_request(session: Session, calls: list[RecordedCall]) -> Resume | Non
 
 # --- comparing ---------------------------------------------------------------------------------
 
+
 def compare_request(
     step: int, call: RecordedCall, messages: list[dict], tools: list[dict]
 ) -> Divergence | None:

@@ -33,7 +33,7 @@ from .pausing import Paused, approval_gate, pause_state, tool_requested_pause
 from .recorder import SessionRecorder, digest
 from .spec import AgentSpec, SessionOutcome, SessionRequest
 from .tokens import TokenCounter
-from .tool_calls import call_tool
+from .tool_calls import audit_into, call_tool
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,10 @@ def run_session(
         span.set_attribute("openhive.session_id", recorder.session_id)
         ids = {"session_id": recorder.session_id, "task_id": request.task_id}
         with logcontext.bind(**ids, trace_id=recorder.session.trace_id or None):
-            outcome = _run(request, spec, recorder, model, tool_runner or call_tool, span)
+            try:
+                outcome = _run(request, spec, recorder, model, tool_runner or call_tool, span)
+            finally:
+                recorder.salvage()  # an error that skipped `finish` keeps the step's audit
         span.set_attribute("openhive.stop_reason", outcome.stop_reason)
         if not outcome.ok:
             span.set_status(tracing.Status(tracing.StatusCode.ERROR, outcome.stop_reason))
@@ -203,6 +206,7 @@ class _Loop:
             if not calls:
                 return reply.message.get("content") or ""
             self.run_calls(messages, calls)
+            self.recorder.flush()  # the step, its tool calls' audit and the totals: one commit
         raise _Stopped(
             Stop.MAX_TURNS,
             f"[Session stopped after {self.agent.max_turns} turns without a final answer; the "
@@ -350,6 +354,7 @@ class _Loop:
         with (
             tracing.tool_span(name, call.get("id") or "") as span,
             running(Origin(self.recorder.session_id, self.request.task_id)),
+            audit_into(self.recorder.audit),
         ):
             result = self.tool_runner(self.ctx, name, arguments)
             span.set_attribute("openhive.success", bool(result.get("success")))

@@ -1,11 +1,15 @@
 """Run a tool call through validation, guards and the audit: the only way tools are called.
-Never raises: every outcome is a `{"success": ...}` dict, and every call leaves an audit row."""
+Never raises: every outcome is a `{"success": ...}` dict, and every call leaves an audit row:
+written at once, or, inside a session's step, handed to its recorder (`audit_into`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from pydantic import ValidationError
@@ -151,16 +155,38 @@ def _record(
 ) -> None:
     try:
         scrubber = get_scrubber().with_extra(extra)
-        toolcall_record(
-            session_id=ctx.session_id,
-            team_id=ctx.team.pk,
-            team_name=ctx.team.name,
-            tool=name,
-            arguments=_jsonable(scrubber.data(raw if isinstance(raw, dict) else {"raw": str(raw)})),
-            success=bool(result.get("success")),
-            result=_jsonable(scrubber.data(result)),
-            error=storable(scrubber.text(str(result.get("error", "")))),
-            duration_ms=duration_ms,
-        )
+        row = {
+            "session_id": ctx.session_id,
+            "team_id": ctx.team.pk,
+            "team_name": ctx.team.name,
+            "tool": name,
+            "arguments": _jsonable(
+                scrubber.data(raw if isinstance(raw, dict) else {"raw": str(raw)})
+            ),
+            "success": bool(result.get("success")),
+            "result": _jsonable(scrubber.data(result)),
+            "error": storable(scrubber.text(str(result.get("error", "")))),
+            "duration_ms": duration_ms,
+        }
+        sink = _sink.get()
+        if sink is not None:
+            sink(row)
+        else:
+            toolcall_record(**row)
     except Exception:  # an audit failure must be loud in the log but never break the session
         logger.exception("could not record the audit row for tool %s", name)
+
+
+AuditSink = Callable[[dict], None]
+_sink: ContextVar[AuditSink | None] = ContextVar("openhive_audit_sink", default=None)
+
+
+@contextlib.contextmanager
+def audit_into(sink: AuditSink) -> Iterator[None]:
+    """Hand the audit rows of the tool calls made inside to `sink` (a session's recorder,
+    which writes them with its step in one transaction) instead of writing each at once."""
+    token = _sink.set(sink)
+    try:
+        yield
+    finally:
+        _sink.reset(token)
