@@ -72,7 +72,9 @@ class ProcessTurns:
 
     name = "process"
 
-    def __init__(self) -> None:
+    def __init__(self, *, preload_llm: bool = True) -> None:
+        # The host exists to call models: import litellm at its start, not in the first turn.
+        self.preload_llm = preload_llm
         self.process: asyncio.subprocess.Process | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.reader_task: asyncio.Task | None = None
@@ -128,7 +130,7 @@ class ProcessTurns:
                 cwd=str(settings.BASE_DIR),
                 env={
                     **os.environ,
-                    "OPENHIVE_PRELOAD_LLM": "now",  # the host exists to call models
+                    "OPENHIVE_PRELOAD_LLM": "now" if self.preload_llm else "",
                     "OPENHIVE_TURNHOST_PARENT": str(os.getpid()),
                 },
                 pass_fds=[theirs.fileno()],
