@@ -26,12 +26,13 @@ from trust.gate import NOT_AUTHORIZED_MESSAGE, Sender, may_assert_sender
 from trust.services import api_token_authenticate
 
 from . import selectors, services
+from .admit import Admission, Inbound, admit_queue
 from .close_reason import install as install_close_reason
 from .dbpool import db
 from .models import Topic
 from .outbox_hub import outbox_hub
 from .topics import Routed
-from .turn import Inbound, TurnResult, chat_receive
+from .turn import TurnResult
 from .turnpool import turn_executor
 
 logger = logging.getLogger(__name__)
@@ -155,11 +156,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(BUSY)
             return
         try:
-            inbound = await db(chat_receive)(
-                sender=self.sender,
-                content=content["content"],
-                topic_id=content.get("topic_id"),
-                new_topic=bool(content.get("new_topic")),
+            inbound = await admit_queue().admit(
+                Admission(
+                    sender=self.sender,
+                    content=content["content"],
+                    topic_id=content.get("topic_id"),
+                    new_topic=bool(content.get("new_topic")),
+                )
             )
         except DomainError as exc:  # an unknown topic, or the database could not store it
             await self.send_json({"type": "error", "code": exc.code, "message": exc.message})
