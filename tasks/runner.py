@@ -32,10 +32,13 @@ from .services import (
     task_release_dispatch,
     task_renew_lease,
 )
+from .services.waiting import resume_for, task_wait
 from .timing import ready_q
 
 # `_execute`'s word for a task put back in the queue to wait for its model provider.
 DEFERRED = "deferred"
+# ... and for a task that now waits for a person (its session paused; see services.waiting).
+WAITING = "waiting"
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +159,8 @@ def run_claimed(task: Task, worker: str) -> str:
         renewer.join(timeout=5)
     if status == DEFERRED:
         return Task.Status.PENDING
+    if status == WAITING:
+        return Task.objects.filter(pk=task_id).values_list("status", flat=True).first() or status
     finished = task_finish(
         task_id=task_id, worker=worker, status=status, result=result, stop_reason=stop_reason
     )
@@ -187,7 +192,14 @@ def _execute(task: Task, worker: str) -> tuple[str, str, str]:
         # A trigger that names a subagent runs it directly: no orchestrator call decides.
         subagent=str(task.options.get("subagent") or "") or None,
         skills=skills,
+        # A task whose session paused for a person continues that session.
+        resume=resume_for(task),
     )
+    if outcome.pause is not None:
+        task_wait(
+            task_id=task.pk, worker=worker, session_id=outcome.session_id, pause=outcome.pause
+        )
+        return WAITING, "", outcome.stop_reason
     if outcome.transient:
         return _provider_down(task, worker, outcome)
     if outcome.ok and task.type == Task.Type.BOOTSTRAP:

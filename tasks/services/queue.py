@@ -25,7 +25,7 @@ from openhive.engine.services import sessions_close_abandoned
 from teams.models import TeamMessage
 from teams.services import team_mark_bootstrapped, teammessage_send
 
-from ..models import Task
+from ..models import Task, UserQuestion
 from ..signals import task_finished
 from ..timing import defer_delay, lease_until, redispatch_cutoff
 
@@ -266,8 +266,13 @@ def task_cancel(*, task_id: int, reason: str = "cancelled") -> Task:
     task = Task.objects.select_for_update().filter(pk=task_id).first()
     if task is None:
         raise NotFound(f"task {task_id} not found")
-    if task.status not in (Task.Status.PENDING, Task.Status.RUNNING):
+    waiting = (Task.Status.WAITING_FOR_USER, Task.Status.WAITING_FOR_APPROVAL)
+    if task.status not in (Task.Status.PENDING, Task.Status.RUNNING, *waiting):
         raise Conflict(f"task {task_id} is already {task.status}", code="not_cancellable")
+    # Whatever it waited for is closed with it.
+    UserQuestion.objects.filter(task_id=task_id, state=UserQuestion.State.PENDING).update(
+        state=UserQuestion.State.CLOSED, decided_at=timezone.now()
+    )
     _end(
         task,
         status=Task.Status.CANCELLED,
