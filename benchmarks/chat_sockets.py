@@ -1,21 +1,28 @@
 """Chat sockets under load: N concurrent sockets on ONE daphne process, each sending messages
-answered by a zero-latency scripted provider; then an outbox fan-out to every socket.
+answered by a zero-latency scripted provider; then an outbox fan-out to every socket; then the
+memory of the web process (and of its chat turn host) over many messages.
 
     uv run python benchmarks/chat_sockets.py                      # 100 and 500 sockets, SQLite
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench uv run python benchmarks/chat_sockets.py
     uv run python benchmarks/chat_sockets.py --sockets 100 --messages 2
     REDIS_URL=redis://127.0.0.1:6379/9 ...                        # push wake-ups through Redis
 
+    uv run python benchmarks/chat_sockets.py --sockets 500 --memory-messages 10000
+
 Prints, per N: ack latency p50/p99 (send → ack: trust gate + stored message), messages/s
 (acked and answered by the main agent's turn), and the notification fan-out rate (outbox rows
-written for every socket's channel at once → all delivered). The baseline is one socket alone,
-measured in the same run. Target: 500 sockets, ack p99 <= 50 ms.
+written for every socket's channel at once → all delivered). Same-run baselines: one socket
+alone, and a bare Channels echo socket on the same daphne (benchmarks/chat_echo_asgi.py) under
+the same load. Then one socket that sends a flood at once (acked up to the per-socket cap, the
+rest refused with `busy`), and RSS before/after --memory-messages messages.
+Goals: 500 sockets, ack p99 <= 50 ms paced and in a burst; RSS flat over 10,000 messages.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -92,7 +99,7 @@ def start_daphne(data_dir: Path, port: int) -> subprocess.Popen:
             "127.0.0.1",
             "-p",
             str(port),
-            "openhive.asgi:application",
+            "benchmarks.chat_echo_asgi:application",
         ],
         cwd=ROOT,
         env=env,
@@ -208,7 +215,7 @@ async def fan_out(clients: list[Client]) -> float:
 
 
 async def run_level(
-    url: str, origin: str, users: list[tuple[str, str]], messages: int, rate: float
+    url: str, origin: str, users: list[tuple[str, str]], messages: int, rate: float, fan=True
 ) -> dict:
     import random
 
@@ -226,7 +233,7 @@ async def run_level(
     t0 = time.perf_counter()
     await asyncio.gather(*(c.chat(messages, acks) for c in clients))
     chat_s = time.perf_counter() - t0
-    fan_s = await fan_out(clients)
+    fan_s = await fan_out(clients) if fan else float("nan")
     await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
     return {
         "sockets": len(clients),
@@ -251,6 +258,70 @@ async def baseline(url: str, origin: str, user: tuple[str, str], messages: int) 
     return statistics.median(acks)
 
 
+async def flood(url: str, origin: str, user: tuple[str, str], count: int) -> dict:
+    """One socket sends `count` messages at once without waiting."""
+    (client,) = await open_all(url, origin, [user])
+    sent: list[float] = []
+    t0 = time.perf_counter()
+    for i in range(count):
+        sent.append(time.perf_counter())
+        await client.ws.send(json.dumps({"type": "message", "content": f"flood {i}"}))
+    acks: list[float] = []
+    busy = 0
+    while len(acks) + busy < count:
+        at, message = await asyncio.wait_for(client.inbox.get(), 600)
+        if message["type"] == "ack":
+            acks.append((at - sent[len(acks) + busy]) * 1000)
+        elif message["type"] == "error" and message.get("code") == "busy":
+            busy += 1
+        elif message["type"] == "error":
+            raise RuntimeError(f"server error: {message}")
+    await client.answers(len(acks))
+    answered_s = time.perf_counter() - t0
+    await client.close()
+    return {"acked": len(acks), "busy": busy, "p99": _pct(acks, 99), "answered_s": answered_s}
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def memory(daphne_pid: int) -> dict[str, float]:
+    figures = {"web": _rss_mb(daphne_pid)}
+    for child in _children(daphne_pid):
+        with contextlib.suppress(OSError):
+            if b"turnhost" in Path(f"/proc/{child}/cmdline").read_bytes():
+                figures["turn host"] = _rss_mb(child)
+    return figures
+
+
+async def many_messages(url: str, origin: str, users: list[tuple[str, str]], total: int) -> float:
+    """`total` messages from these sockets (each sends its next after its answer); msgs/s."""
+    clients = await open_all(url, origin, users)
+    per = max(1, total // len(clients))
+    acks: list[float] = []
+    t0 = time.perf_counter()
+    await asyncio.gather(*(c.chat(per, acks) for c in clients))
+    rate = len(acks) / (time.perf_counter() - t0)
+    await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+    return rate
+
+
+def _verdict(value: float, goal: float) -> str:
+    return "meets" if value <= goal else "MISSES"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sockets", type=int, nargs="+", default=[100, 500])
@@ -258,40 +329,70 @@ def main() -> None:
     parser.add_argument(
         "--rate", type=float, default=20, help="messages/s all sockets offer in the paced run"
     )
+    parser.add_argument("--flood", type=int, default=1000, help="one socket sends this many")
+    parser.add_argument("--memory-messages", type=int, default=10_000)
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="openhive-bench-"))
     backend = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite (WAL)"
     layer = "Redis" if os.environ.get("REDIS_URL") else "in-memory"
+    turns = os.environ.get("OPENHIVE_CHAT_TURNS", "process")
     users = prepare(data_dir, max(args.sockets) + 1)
     port = _free_port()
     daphne = start_daphne(data_dir, port)
-    url, origin = f"ws://127.0.0.1:{port}/ws/chat/", f"http://127.0.0.1:{port}"
-    print(f"one daphne, {backend}, {layer} channel layer, zero-latency scripted provider")
+    base_url, origin = f"ws://127.0.0.1:{port}", f"http://127.0.0.1:{port}"
+    url, echo_url = f"{base_url}/ws/chat/", f"{base_url}/ws/echo/"
+    print(
+        f"one daphne, {backend}, {layer} channel layer, turns: {turns}, zero-latency scripted "
+        f"provider; load average {os.getloadavg()[0]:.1f}"
+    )
     try:
         base = asyncio.run(baseline(url, origin, users[-1], 20))
         print(f"baseline: 1 socket alone, ack p50 {base:.1f} ms")
         print(
             f"paced: sockets together offer {args.rate:g} msgs/s; burst: all send at once, "
-            "each sends its next message after its answer"
+            "each sends its next message after its answer; echo = bare Channels socket, same daphne"
         )
         print(
-            f"{'sockets':>7} {'connect':>8} | {'paced p50':>9} {'p99':>8} | {'burst p50':>9} "
+            f"{'sockets':>12} {'connect':>8} | {'paced p50':>9} {'p99':>8} | {'burst p50':>9} "
             f"{'p99':>8} {'max':>8} {'p99/base':>8} {'msgs/s':>7} | {'fan-out':>8} {'notes/s':>8}"
         )
         for n in args.sockets:
-            r = asyncio.run(run_level(url, origin, users[:n], args.messages, args.rate))
-            print(
-                f"{r['sockets']:>7} {r['connect_s']:>7.1f}s | {r['paced_p50']:>7.1f}ms "
-                f"{r['paced_p99']:>6.1f}ms | {r['ack_p50']:>7.1f}ms {r['ack_p99']:>6.1f}ms "
-                f"{r['ack_max']:>6.1f}ms {r['ack_p99'] / base:>8.1f} {r['msgs_per_s']:>7.1f} | "
-                f"{r['fanout_s']:>7.2f}s {r['fanout_per_s']:>8.0f}"
-            )
+            runs = {}
+            for label, target in (("echo", echo_url), ("chat", url)):
+                r = runs[label] = asyncio.run(
+                    run_level(target, origin, users[:n], args.messages, args.rate, label == "chat")
+                )
+                print(
+                    f"{f'{n} {label}':>12} {r['connect_s']:>7.1f}s | {r['paced_p50']:>7.1f}ms "
+                    f"{r['paced_p99']:>6.1f}ms | {r['ack_p50']:>7.1f}ms {r['ack_p99']:>6.1f}ms "
+                    f"{r['ack_max']:>6.1f}ms {r['ack_p99'] / base:>8.1f} {r['msgs_per_s']:>7.1f} "
+                    f"| {r['fanout_s']:>7.2f}s {r['fanout_per_s']:>8.0f}"
+                )
             if n >= 500:
-                for label, p99 in (("paced", r["paced_p99"]), ("burst", r["ack_p99"])):
-                    verdict = "meets" if p99 <= 50 else "MISSES"
+                for label, key in (("paced", "paced_p99"), ("burst", "ack_p99")):
+                    p99, echo = runs["chat"][key], runs["echo"][key]
                     print(
-                        f"target ack p99 <= 50 ms at {n} sockets, {label}: {verdict} ({p99:.1f} ms)"
+                        f"goal ack p99 <= 50 ms at {n} sockets, {label}: {_verdict(p99, 50)} "
+                        f"({p99:.1f} ms; echo {echo:.1f} ms; ratio {p99 / echo:.1f}x)"
                     )
+        if args.flood:
+            f = asyncio.run(flood(url, origin, users[-1], args.flood))
+            print(
+                f"flood: 1 socket sends {args.flood} at once: {f['acked']} acked (p99 "
+                f"{f['p99']:.1f} ms), {f['busy']} refused busy, all acked answered in "
+                f"{f['answered_s']:.1f} s"
+            )
+        if args.memory_messages:
+            before = memory(daphne.pid)
+            rate = asyncio.run(many_messages(url, origin, users[:100], args.memory_messages))
+            after = memory(daphne.pid)
+            for name in before:
+                grew = after.get(name, float("nan")) - before[name]
+                print(
+                    f"RSS {name}: {before[name]:.0f} MB before, {after.get(name, 0):.0f} MB after "
+                    f"{args.memory_messages} messages ({grew:+.0f} MB; {rate:.0f} msgs/s)"
+                )
+        print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         os.killpg(daphne.pid, signal.SIGTERM)
         daphne.wait(timeout=30)

@@ -203,6 +203,11 @@ OPENHIVE = {
     "TOPIC_IDLE_MINUTES": env.float("OPENHIVE_TOPIC_IDLE_MINUTES", default=60),
     # Chat turns running at once per web process (each waits on its model most of the time).
     "CHAT_TURN_THREADS": env.int("OPENHIVE_CHAT_TURN_THREADS", default=16),
+    # Where those turns run: "process" (a turn host process beside each web process, so a
+    # turn never holds the GIL an ack needs) or "threads" (in the web process; tests).
+    "CHAT_TURNS": env("OPENHIVE_CHAT_TURNS", default="process"),
+    # Messages one socket may have waiting for their answer; the next gets a `busy` error.
+    "CHAT_PENDING_PER_SOCKET": env.int("OPENHIVE_CHAT_PENDING_PER_SOCKET", default=100),
     # Reach (openhive/tools). Exact `host:port` destinations exempt from the SSRF address rule
     # (internal services an operator chooses to expose to teams); logged at start.
     "SSRF_ALLOW": env.list("OPENHIVE_SSRF_ALLOW", default=[]),

@@ -12,6 +12,8 @@ def openhive_dirs(tmp_path: Path, settings) -> Path:
     """Every test gets its own data and run directories."""
     settings.DATA_DIR = tmp_path / "data"
     settings.RUN_DIR = tmp_path / "run"
+    # In-process sockets talk to the test database, which a chat turn host could not see.
+    settings.OPENHIVE = {**settings.OPENHIVE, "CHAT_TURNS": "threads"}
     (tmp_path / "data" / "config").mkdir(parents=True)
     scrubbing.invalidate()
     yield tmp_path

@@ -205,3 +205,57 @@ def trust_gate_check(sender: Sender) -> Decision:
         decision = Decision(DENY_RESPOND, "policy_invalid")
     trust_audit_record(sender=sender, decision=decision)
     return decision
+
+
+def trust_gate_decide_many(senders: list[Sender]) -> list[Decision]:
+    """The gate's decisions for many senders at once (a burst of chat messages): the policy
+    loaded once and every stored grant they could match read in one query. Writes nothing;
+    `trust_audit_record_many` logs the decisions that stand."""
+    try:
+        policy = load_trust_policy().policy
+    except PolicyError:
+        logger.exception("trust gate: the trust policy cannot be loaded; refusing everyone")
+        return [Decision(DENY_RESPOND, "policy_invalid") for _ in senders]
+    grants: dict[tuple[str, str, str], str] = {}
+    if policy is not None and senders:
+        try:
+            rows = SenderTrust.objects.filter(
+                channel_type__in={s.channel_type for s in senders},
+                sender_id__in={s.sender_id for s in senders},
+            ).values_list("channel_type", "sender_id", "channel_id", "trust_level")
+            grants = {(t, s, c): level for t, s, c, level in rows}
+        except DatabaseError:
+            grants = None  # type: ignore[assignment]  # each lookup fails as the gate expects
+
+    def lookup(channel_type: str, channel_id: str, sender_id: str) -> str | None:
+        if grants is None:
+            raise DatabaseError("stored grants unreadable")
+        # The channel's own grant wins over a global one, as in sender_trust_level.
+        return grants.get((channel_type, sender_id, channel_id)) or grants.get(
+            (channel_type, sender_id, "")
+        )
+
+    return [trust_evaluate(policy, sender, lookup) for sender in senders]
+
+
+def trust_audit_record_many(entries: list[tuple[Sender, Decision]]) -> None:
+    """`trust_audit_record` for many decisions, in one insert."""
+    if not entries:
+        return
+    try:
+        with transaction.atomic():  # a savepoint, as in trust_audit_record
+            TrustAuditLog.objects.bulk_create(
+                [
+                    TrustAuditLog(
+                        channel_type=sender.channel_type,
+                        channel_id=sender.channel_id[:200],
+                        sender_id=sender.sender_id[:200],
+                        sender_asserted=sender.asserted,
+                        decision=decision.label,
+                        reason=decision.reason,
+                    )
+                    for sender, decision in entries
+                ]
+            )
+    except DatabaseError:
+        logger.exception("trust gate: could not write the audit rows")

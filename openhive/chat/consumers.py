@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -25,13 +26,15 @@ from trust.gate import NOT_AUTHORIZED_MESSAGE, Sender, may_assert_sender
 from trust.services import api_token_authenticate
 
 from . import selectors, services
+from .admit import Admission, Inbound, admit_queue
 from .close_reason import install as install_close_reason
-from .dbpool import db, on_turn_thread
+from .dbpool import db
 from .intercept import intercept_inbound
 from .models import Topic
 from .outbox_hub import outbox_hub
 from .topics import Routed
-from .turn import Inbound, TurnResult, chat_receive, chat_turn, route_inbound
+from .turn import TurnResult
+from .turnpool import turn_executor
 
 logger = logging.getLogger(__name__)
 # The socket is served from here: daphne (if it serves us) is loaded by now.
@@ -51,6 +54,12 @@ NOT_AUTHORIZED_BY_POLICY = {
     "code": "not_authorized",
     "message": NOT_AUTHORIZED_MESSAGE,
 }
+BUSY = {
+    "type": "error",
+    "code": "busy",
+    "message": "Too many messages are waiting for an answer on this connection; wait for "
+    "the answers, then send it again.",
+}
 ASSERTED_ID = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 
 
@@ -66,7 +75,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.channel_id = sender.channel_id
         self.group = services.channel_group(self.channel_id)
         self.routing_lock = asyncio.Lock()
+        # Per-socket state stays bounded: a lock per topic only while a turn of it is
+        # running or waiting, and at most CHAT_PENDING_PER_SOCKET messages in flight.
         self.topic_locks: dict[int, asyncio.Lock] = {}
+        self.topic_waiting: dict[int, int] = {}
         self.turns: set[asyncio.Task] = set()
         self.delivery_lock = asyncio.Lock()
         if self.channel_layer is not None:
@@ -140,12 +152,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if problem:
             await self._bad_request(problem)
             return
+        if len(self.turns) >= settings.OPENHIVE["CHAT_PENDING_PER_SOCKET"]:
+            # Refused before it is stored: nothing changed, the client may send it again.
+            await self.send_json(BUSY)
+            return
         try:
-            inbound = await db(chat_receive)(
-                sender=self.sender,
-                content=content["content"],
-                topic_id=content.get("topic_id"),
-                new_topic=bool(content.get("new_topic")),
+            inbound = await admit_queue().admit(
+                Admission(
+                    sender=self.sender,
+                    content=content["content"],
+                    topic_id=content.get("topic_id"),
+                    new_topic=bool(content.get("new_topic")),
+                )
             )
         except DomainError as exc:  # an unknown topic, or the database could not store it
             await self.send_json({"type": "error", "code": exc.code, "message": exc.message})
@@ -163,7 +181,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # Routing in arrival order: a message is filed only after the one before it.
         await self.routing_lock.acquire()
         try:
-            routed: Routed = await on_turn_thread(route_inbound)(inbound)
+            routed: Routed = await turn_executor().route(inbound)
         except DomainError as exc:  # the named topic was closed meanwhile
             self.routing_lock.release()
             await self.send_json({"type": "error", "code": exc.code, "message": exc.message})
@@ -175,11 +193,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 {"type": "error", "code": "routing_failed", "message": "could not file it"}
             )
             return
-        topic_lock = self.topic_locks.setdefault(routed.topic.pk, asyncio.Lock())
+        topic_id = routed.topic.pk
+        topic_lock = self.topic_locks.setdefault(topic_id, asyncio.Lock())
+        self.topic_waiting[topic_id] = self.topic_waiting.get(topic_id, 0) + 1
         # Queue on the topic's lock before the next message may be routed (no await between
         # the two calls), so turns of one topic start in arrival order.
         self.routing_lock.release()
-        await topic_lock.acquire()
+        try:
+            await topic_lock.acquire()
+        except BaseException:
+            self._topic_done(topic_id)
+            raise
         try:
             if routed.topics_changed:
                 await self.topics_changed_everywhere()
@@ -202,6 +226,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             logger.debug("could not send a turn's answer", exc_info=True)
         finally:
             topic_lock.release()
+            self._topic_done(topic_id)
+
+    def _topic_done(self, topic_id: int) -> None:
+        left = self.topic_waiting.get(topic_id, 1) - 1
+        if left > 0:
+            self.topic_waiting[topic_id] = left
+        else:
+            self.topic_waiting.pop(topic_id, None)
+            self.topic_locks.pop(topic_id, None)
 
     async def _turn(self, routed: Routed, inbound: Inbound) -> TurnResult:
         loop = asyncio.get_running_loop()
@@ -215,7 +248,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             asyncio.run_coroutine_threadsafe(self.send_json(message), loop)
 
         try:
-            return await on_turn_thread(chat_turn)(
+            return await turn_executor().turn(
                 routed=routed,
                 message=inbound.message,
                 sender_id=self.sender.sender_id,

@@ -18,6 +18,9 @@ from django.conf import settings
 from django.db import DatabaseError, connection, connections
 
 _DB_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chat-db")
+# Admissions (gate + store, before the ack) have a thread of their own: batched writes one at a
+# time, never queued behind an outbox delivery or a topic list.
+_ADMIT_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-admit")
 _TURN_POOL = ThreadPoolExecutor(
     max_workers=settings.OPENHIVE["CHAT_TURN_THREADS"], thread_name_prefix="chat-turn"
 )
@@ -42,6 +45,10 @@ def db(func: Callable[..., Any]) -> SyncToAsync:
     return SyncToAsync(_keeping_connection(func), thread_sensitive=False, executor=_DB_POOL)
 
 
+def on_admit_thread(func: Callable[..., Any]) -> SyncToAsync:
+    return SyncToAsync(_keeping_connection(func), thread_sensitive=False, executor=_ADMIT_POOL)
+
+
 def on_turn_thread(func: Callable[..., Any]) -> SyncToAsync:
     return SyncToAsync(func, thread_sensitive=False, executor=_TURN_POOL)
 
@@ -57,3 +64,4 @@ def close_db_connections() -> None:
         connections.close_all()
 
     list(_DB_POOL.map(close, range(workers)))
+    _ADMIT_POOL.submit(connections.close_all).result(timeout=10)

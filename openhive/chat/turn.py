@@ -9,21 +9,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import DatabaseError, OperationalError, connection, transaction
+from django.db import OperationalError, connection
 
-from openhive.core.errors import DomainError
 from openhive.engine.models import Session
 from openhive.engine.providers import provider_problem
 from teams.agent import run_team_session
 from teams.config import load_team_config, team_config_problem
 from teams.services import team_ensure_main
-from trust.gate import Decision, Sender
-from trust.services import trust_gate_check
 
+# Admission lives in admit.py; these names stay importable from here.
+from .admit import Inbound, Unavailable, chat_receive  # noqa: F401
 from .classifier import classify_topic
 from .models import Message, Topic
-from .selectors import topic_get, topic_history, topic_in_channel
-from .services import chat_route, message_admit, message_move, message_record, message_rescrub
+from .selectors import topic_get, topic_history
+from .services import chat_route, message_move, message_record, message_rescrub
 from .tools import START_NEW_TOPIC, TOPIC_OPENED
 from .topics import SINGLE, Routed
 
@@ -56,20 +55,6 @@ TRIGGER_TOOLS = [
 ]
 
 
-class Unavailable(DomainError):
-    """The message was admitted but could not be stored (database trouble)."""
-
-    code = "unavailable"
-
-
-@dataclass
-class Inbound:
-    decision: Decision
-    message: Message | None
-    topic_id: int | None = None  # the topic the client named, if any
-    new_topic: bool = False  # the client asked for a new topic
-
-
 @dataclass
 class TurnResult:
     ok: bool
@@ -78,36 +63,6 @@ class TurnResult:
     error_code: str = ""
     error: str = ""
     topic_moved: bool = False
-
-
-def chat_receive(
-    *, sender: Sender, content: str, topic_id: int | None, new_topic: bool = False
-) -> Inbound:
-    """The trust gate first, before anything else looks at the message. A refused message is
-    kept (stamped, with no topic) for the operator, and goes nowhere else: no trigger, no
-    topic, no model. If the database fails, nothing is admitted."""
-    try:
-        # One transaction: one write (one SQLite lock) for the audit row and the message.
-        with transaction.atomic(durable=True):
-            return _admit(sender, content, topic_id, new_topic)
-    except DatabaseError as exc:
-        logger.exception("could not store an inbound chat message")
-        raise Unavailable("the message could not be stored; try again shortly") from exc
-
-
-def _admit(sender: Sender, content: str, topic_id: int | None, new_topic: bool) -> Inbound:
-    decision = trust_gate_check(sender)
-    if decision.allowed and topic_id is not None:
-        topic_in_channel(channel_id=sender.channel_id, topic_id=topic_id)  # NotFound
-    message = message_admit(
-        channel_id=sender.channel_id,
-        sender_id=sender.sender_id,
-        sender_asserted=sender.asserted,
-        content=content,
-        trust_decision=decision.label,
-        trust_reason=decision.reason,
-    )
-    return Inbound(decision=decision, message=message, topic_id=topic_id, new_topic=new_topic)
 
 
 def route_inbound(inbound: Inbound) -> Routed:

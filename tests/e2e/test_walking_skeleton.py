@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+from pathlib import Path
 
 import httpx
 import pytest
@@ -54,6 +55,10 @@ async def _conversation(server: Server) -> list[dict]:
 
 def test_chat_spawns_a_team_and_gets_a_task_result_from_a_worker(serve: Server) -> None:
     seen = asyncio.run(_conversation(serve))
+    # The main agent's turns ran in the chat turn host beside daphne, not in daphne itself.
+    daphne = _descendants(serve.process.pid, "daphne")
+    assert len(daphne) == 1
+    assert len(_descendants(daphne[0], "openhive.chat.turnhost")) == 1
     events = [m for m in seen if m["type"] == "event"]
     assert {"event": "tool_call", "name": "spawn_team"}.items() <= events[0].items()
 
@@ -93,4 +98,30 @@ def test_chat_without_a_token_is_refused(serve: Server) -> None:
             "code": "not_authorized",
             "message": "Not authorized. Log in, or connect with ?token=<API token>.",
         }
+    ]
+
+
+def _descendants(root: int, marker: str) -> list[int]:
+    """Processes below `root` whose command line names `marker`."""
+    parents: dict[int, int] = {}
+    commands: dict[int, bytes] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+
+    def below(pid: int) -> bool:
+        while pid in parents and pid != root:
+            pid = parents[pid]
+        return pid == root
+
+    return [
+        pid
+        for pid, cmd in commands.items()
+        if pid != root and marker.encode() in cmd and below(pid)
     ]

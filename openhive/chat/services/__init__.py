@@ -1,6 +1,6 @@
 """Every state change of chat: messages, topics and routing, the outbox."""
 
-from .messages import message_admit, message_record, message_rescrub
+from .messages import message_admit, message_admit_many, message_record, message_rescrub
 from .outbox import (
     channel_group,
     outbox_mark_delivered,
@@ -20,6 +20,7 @@ __all__ = [
     "channel_group",
     "chat_route",
     "message_admit",
+    "message_admit_many",
     "message_move",
     "message_record",
     "message_rescrub",

@@ -55,3 +55,22 @@ def message_rescrub(*, message_id: int) -> None:
         cleaned = scrub(message.content)
         if cleaned != message.content:
             Message.objects.filter(pk=message_id).update(content=cleaned)
+
+
+def message_admit_many(admissions: list[dict]) -> list[Message]:
+    """`message_admit` for many messages in one insert (each dict holds its arguments)."""
+    return Message.objects.bulk_create(
+        [
+            Message(
+                topic=None,
+                channel_id=a["channel_id"],
+                sender_id=a["sender_id"],
+                sender_asserted=a["sender_asserted"],
+                role=Message.Role.USER,
+                content=scrub(a["content"]),
+                trust_decision=a["trust_decision"],
+                trust_reason=a["trust_reason"],
+            )
+            for a in admissions
+        ]
+    )

@@ -1,0 +1,32 @@
+"""The benchmark's ASGI application: OpenHive's, plus a bare Channels echo socket at /ws/echo/
+that answers each message with an `ack` and a `response` at once (no database, no turn). It
+is the same-run floor of benchmarks/chat_sockets.py: what daphne and Channels cost alone on
+this machine at this moment."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from openhive.asgi import application as openhive_application
+
+
+class Echo(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        await self.accept()
+        await self.send(json.dumps({"type": "topic_list", "topics": []}))
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None):
+        await self.send(json.dumps({"type": "ack", "message_id": 0}))
+        await self.send(json.dumps({"type": "response", "content": "echo"}))
+
+
+echo = Echo.as_asgi()
+
+
+async def application(scope: dict, receive: Any, send: Any) -> None:
+    if scope["type"] == "websocket" and scope.get("path", "").startswith("/ws/echo"):
+        return await echo(scope, receive, send)
+    return await openhive_application(scope, receive, send)

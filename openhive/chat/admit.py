@@ -1,0 +1,221 @@
+"""Admitting inbound chat messages: the trust gate, then the store, before the `ack`.
+
+A burst of messages (500 sockets sending at once) used to be 500 write transactions, one after
+another on SQLite, and the last ack waited for all of them. Admissions that arrive while one
+is being written are written together in the next transaction: a lone message is written at
+once, a burst in a few transactions of up to ADMIT_BATCH messages each. The writes run on the
+admit thread (dbpool.on_admit_thread), which nothing else uses."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.db import DatabaseError, OperationalError, connection, transaction
+
+from openhive.core.errors import DomainError, NotFound
+from trust.gate import Decision, Sender
+from trust.services import trust_audit_record_many, trust_gate_decide_many
+
+from .dbpool import on_admit_thread
+from .models import Message, Topic
+from .services import message_admit_many
+
+logger = logging.getLogger(__name__)
+
+ADMIT_BATCH = 200
+# How long an admission waits for SQLite's write lock (as long as any other write would).
+LOCK_PATIENCE_SECONDS = 30.0
+LOCK_POLL_SECONDS = 0.001
+
+
+class Unavailable(DomainError):
+    """The message was admitted but could not be stored (database trouble)."""
+
+    code = "unavailable"
+
+
+@dataclass
+class Inbound:
+    decision: Decision
+    message: Message | None
+    topic_id: int | None = None  # the topic the client named, if any
+    new_topic: bool = False  # the client asked for a new topic
+
+
+@dataclass
+class Admission:
+    sender: Sender
+    content: str
+    topic_id: int | None = None
+    new_topic: bool = False
+
+
+def chat_receive(
+    *, sender: Sender, content: str, topic_id: int | None, new_topic: bool = False
+) -> Inbound:
+    """The trust gate first, before anything else looks at the message. A refused message is
+    kept (stamped, with no topic) for the operator, and goes nowhere else: no trigger, no
+    topic, no model. If the database fails, nothing is admitted."""
+    (result,) = chat_receive_many([Admission(sender, content, topic_id, new_topic)])
+    if isinstance(result, DomainError):
+        raise result
+    return result
+
+
+def chat_receive_many(admissions: list[Admission]) -> list[Inbound | DomainError]:
+    """`chat_receive` for many messages in one transaction (one SQLite write lock, a handful
+    of statements whatever their number). Each gets its Inbound, or the error that refused it
+    (a topic it may not name: then nothing of it is stored)."""
+    try:
+        with _eager_for_the_write_lock():
+            deadline = time.monotonic() + LOCK_PATIENCE_SECONDS
+            while True:
+                try:
+                    with transaction.atomic(durable=True):
+                        return _admit_many(admissions)
+                except OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(LOCK_POLL_SECONDS)
+    except DatabaseError as exc:
+        logger.exception("could not store inbound chat messages")
+        error = Unavailable("the message could not be stored; try again shortly")
+        error.__cause__ = exc
+        return [error] * len(admissions)
+
+
+@contextlib.contextmanager
+def _eager_for_the_write_lock() -> Iterator[None]:
+    """SQLite has one writer. Its own wait for the lock sleeps up to 100 ms between tries, and
+    a turn host with many threads writing wins the lock over and over: acks waited a second.
+    Admissions ask again every millisecond instead (nothing is written until they hold it)."""
+    if connection.vendor != "sqlite":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout")
+        (previous,) = cursor.fetchone()
+        cursor.execute("PRAGMA busy_timeout = 1")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA busy_timeout = {int(previous)}")
+
+
+def _admit_many(admissions: list[Admission]) -> list[Inbound | DomainError]:
+    decisions = trust_gate_decide_many([a.sender for a in admissions])
+    pairs = list(zip(admissions, decisions, strict=True))
+    named = {a.topic_id for a, d in pairs if d.allowed and a.topic_id}
+    open_topics = set(
+        Topic.objects.filter(pk__in=named)
+        .exclude(state=Topic.State.CLOSED)
+        .values_list("pk", "channel_id")
+        if named
+        else ()
+    )
+    results: list[Inbound | DomainError | None] = []
+    kept: list[tuple[Admission, Decision]] = []
+    for admission, decision in pairs:
+        topic_id = admission.topic_id
+        # Ids are looked up as ids, only within the sender's own channel.
+        named_elsewhere = (topic_id, admission.sender.channel_id) not in open_topics
+        if decision.allowed and topic_id is not None and named_elsewhere:
+            results.append(
+                NotFound(
+                    f"topic {topic_id} does not exist in this conversation", code="unknown_topic"
+                )
+            )
+            continue
+        results.append(None)
+        kept.append((admission, decision))
+    trust_audit_record_many([(a.sender, d) for a, d in kept])
+    messages = iter(
+        message_admit_many(
+            [
+                {
+                    "channel_id": a.sender.channel_id,
+                    "sender_id": a.sender.sender_id,
+                    "sender_asserted": a.sender.asserted,
+                    "content": a.content,
+                    "trust_decision": d.label,
+                    "trust_reason": d.reason,
+                }
+                for a, d in kept
+            ]
+        )
+    )
+    stored = iter(kept)
+    out: list[Inbound | DomainError] = []
+    for result in results:
+        if result is not None:
+            out.append(result)
+            continue
+        admission, decision = next(stored)
+        out.append(
+            Inbound(
+                decision=decision,
+                message=next(messages),
+                topic_id=admission.topic_id,
+                new_topic=admission.new_topic,
+            )
+        )
+    return out
+
+
+class AdmitQueue:
+    """The admissions of one event loop's sockets, written in arrival order, together when
+    they arrive together."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[Admission, asyncio.Future]] = []
+        self.flushing = False
+        self.flusher: asyncio.Task | None = None
+
+    async def admit(self, admission: Admission) -> Inbound:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.waiting.append((admission, future))
+        if not self.flushing:
+            self.flushing = True
+            self.flusher = loop.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        try:
+            while self.waiting:
+                batch = self.waiting[:ADMIT_BATCH]
+                del self.waiting[:ADMIT_BATCH]
+                try:
+                    results = await on_admit_thread(chat_receive_many)([a for a, _ in batch])
+                except Exception as exc:  # the thread itself failed: every caller hears it
+                    logger.exception("admitting chat messages failed")
+                    results = [exc] * len(batch)
+                for (_, future), result in zip(batch, results, strict=True):
+                    if future.done():  # the socket went away; the message is stored anyway
+                        continue
+                    if isinstance(result, BaseException):
+                        future.set_exception(result)
+                    else:
+                        future.set_result(result)
+        finally:
+            self.flushing = False
+
+
+_queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AdmitQueue] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def admit_queue() -> AdmitQueue:
+    loop = asyncio.get_running_loop()
+    queue = _queues.get(loop)
+    if queue is None:
+        queue = _queues[loop] = AdmitQueue()
+    return queue

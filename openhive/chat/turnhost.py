@@ -1,0 +1,107 @@
+"""The chat turn host: `python -m openhive.chat.turnhost <fd>`, started by a web process
+(`turnpool.ProcessTurns`) with one end of a socket pair. It runs the calls it is sent (route a
+message, run a turn) on its own threads and writes back each turn's events and its result,
+so the web process's event loop only acks and forwards. It ends when the web process does
+(its end of the socket closes)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import pickle
+import signal
+import socket
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+logger = logging.getLogger("openhive.chat.turnhost")
+PR_SET_PDEATHSIG = 1
+
+
+class Host:
+    def __init__(self, sock: socket.socket, threads: int) -> None:
+        from .turnpool import HEADER
+
+        self.sock = sock
+        self.header = HEADER
+        self.write_lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="chat-turn")
+
+    def send(self, call_id: int, kind: str, value: Any) -> None:
+        try:
+            payload = pickle.dumps((call_id, kind, value), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # an unpicklable result must still end the call
+            payload = pickle.dumps((call_id, "error", f"unsendable result: {exc}"))
+        with self.write_lock:
+            self.sock.sendall(self.header.pack(len(payload)) + payload)
+
+    def run(self) -> None:
+        stream = self.sock.makefile("rb")
+        while True:
+            header = stream.read(self.header.size)
+            if len(header) < self.header.size:
+                return  # the web process is gone
+            (size,) = self.header.unpack(header)
+            body = stream.read(size)
+            if len(body) < size:
+                return
+            call_id, op, kwargs = pickle.loads(body)
+            self.pool.submit(self.handle, call_id, op, kwargs)
+
+    def handle(self, call_id: int, op: str, kwargs: dict) -> None:
+        from openhive.core.errors import DomainError
+
+        from .turn import chat_turn, route_inbound
+
+        try:
+            if op == "route":
+                result = route_inbound(kwargs["inbound"])
+            elif op == "turn":
+                result = chat_turn(**kwargs, on_event=lambda e: self.send(call_id, "event", e))
+            elif op == "ping":
+                result = {"pid": os.getpid(), "thread": threading.current_thread().name}
+            else:
+                raise ValueError(f"unknown call {op!r}")
+        except DomainError as exc:
+            self._reply(call_id, "domain_error", (exc.code, exc.message))
+        except Exception as exc:
+            logger.exception("chat turn host: %s failed", op)
+            self._reply(call_id, "error", type(exc).__name__)
+        else:
+            self._reply(call_id, "result", result)
+
+    def _reply(self, call_id: int, kind: str, value: Any) -> None:
+        try:
+            self.send(call_id, kind, value)
+        except OSError:
+            os._exit(0)  # nobody to answer to
+
+
+def main() -> None:
+    fd = int(sys.argv[1])
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    # The web process may have died between fork and prctl.
+    parent = os.environ.get("OPENHIVE_TURNHOST_PARENT")
+    if parent and os.getppid() != int(parent):
+        return
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from . import turn  # noqa: F401  (import the turn path before the first call needs it)
+
+    sock = socket.socket(fileno=fd)
+    Host(sock, settings.OPENHIVE["CHAT_TURN_THREADS"]).run()
+    # Turns still running have no one to answer to.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Acks that never wait for model work, a bounded number of messages in flight per socket, and
+the turn host process that runs turns off the web process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+import pytest
+
+from openhive.chat import turnpool
+from openhive.chat.models import Message
+from openhive.engine import scripted
+from trust.services import api_token_create
+
+from .conftest import connect, drain, receive_until
+
+pytestmark = pytest.mark.usefixtures("fast_hashing")
+
+
+@pytest.fixture
+def token(django_user_model) -> str:
+    django_user_model.objects.create_user(username="alice", password="pw-123456")
+    return api_token_create(username="alice")[1]
+
+
+@pytest.fixture
+def held_model(monkeypatch, scripted_provider) -> threading.Event:
+    """A scripted main agent whose every model call blocks until the event is set."""
+    scripted_provider([{"when": {"team": "main"}, "reply": {"content": "done"}}])
+    release = threading.Event()
+    real = scripted.scripted_reply
+
+    def held(*args, **kwargs):
+        release.wait(timeout=60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scripted, "scripted_reply", held)
+    yield release
+    release.set()  # never leave a turn thread blocked behind a failed test
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_db_connections")
+async def test_the_ack_arrives_while_the_turn_is_still_waiting_for_its_model(token, held_model):
+    communicator = await connect(f"/ws/chat/?token={token}")
+    await receive_until(communicator, "topic_list")
+    await communicator.send_json_to({"type": "message", "content": "hello"})
+    ack = (await receive_until(communicator, "ack"))[-1]
+    assert await Message.objects.filter(pk=ack["message_id"], content="hello").aexists()
+    # The model has not answered: nothing but routing news may follow the ack yet.
+    assert not [m for m in await drain(communicator) if m["type"] in ("response", "error")]
+    held_model.set()
+    seen = await receive_until(communicator, "response")
+    assert seen[-1]["content"] == "done"
+    await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_db_connections")
+async def test_a_full_socket_gets_a_busy_error_and_the_message_is_not_stored(
+    token, held_model, settings
+):
+    settings.OPENHIVE = {**settings.OPENHIVE, "CHAT_PENDING_PER_SOCKET": 2}
+    communicator = await connect(f"/ws/chat/?token={token}")
+    await receive_until(communicator, "topic_list")
+    for text in ("one", "two"):
+        await communicator.send_json_to({"type": "message", "content": text})
+        await receive_until(communicator, "ack")
+    await communicator.send_json_to({"type": "message", "content": "three"})
+    error = (await receive_until(communicator, "error"))[-1]
+    assert error["code"] == "busy"
+    assert "wait for the answers" in error["message"]
+    assert not await Message.objects.filter(content="three").aexists()
+    # Once the answers are out, the socket takes messages again.
+    held_model.set()
+    await receive_until(communicator, "response", count=2)
+    await communicator.send_json_to({"type": "message", "content": "three"})
+    await receive_until(communicator, "ack")
+    await receive_until(communicator, "response")
+    await communicator.disconnect()
+
+
+@pytest.fixture
+async def turn_host():
+    host = turnpool.ProcessTurns(preload_llm=False)  # these calls need no model
+    yield host
+    await host.stop()
+
+
+async def test_the_turn_host_is_another_process_and_is_replaced_when_it_dies(turn_host):
+    answer = await asyncio.wait_for(turn_host.call("ping", {}), 120)
+    assert answer["pid"] == turn_host.pid != os.getpid()
+    assert answer["thread"].startswith("chat-turn")  # its own threads run the calls
+    with pytest.raises(RuntimeError, match="ValueError"):
+        await asyncio.wait_for(turn_host.call("nonsense", {}), 30)
+    turn_host.process.kill()
+    await turn_host.process.wait()
+    again = await asyncio.wait_for(turn_host.call("ping", {}), 120)
+    assert again["pid"] == turn_host.pid != answer["pid"]
+
+
+async def test_calls_running_when_the_host_dies_fail_instead_of_hanging():
+    host = turnpool.ProcessTurns()
+    future = asyncio.get_running_loop().create_future()
+    host.pending[1] = (future, None)
+    host._host_gone()
+    with pytest.raises(turnpool.TurnHostGone):
+        await future
+    assert host.pending == {}

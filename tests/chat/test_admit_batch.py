@@ -1,0 +1,120 @@
+"""Admitting many inbound messages in one transaction: each keeps its own gate decision and
+topic check, in a fixed number of statements; over the socket, a burst is acked in order."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from openhive.chat.admit import Admission, Inbound, chat_receive_many
+from openhive.chat.models import Message, Topic
+from openhive.core.errors import NotFound
+from trust.gate import Sender
+from trust.models import TrustAuditLog
+from trust.services import api_token_create, sender_trust_set
+
+from .conftest import connect, receive_until
+
+
+@pytest.fixture
+def policy(trust_policy):
+    trust_policy(
+        {
+            "default_policy": "deny",
+            "channels": {"ws": {"policy": "allow", "sender_denylist": ["eve"]}},
+        }
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("policy")
+def test_a_batch_admits_each_message_by_its_own_decision_and_topic(
+    django_assert_max_num_queries,
+):
+    mine = Topic.objects.create(channel_id="ws:user:1", name="mine")
+    theirs = Topic.objects.create(channel_id="ws:user:2", name="theirs")
+    closed = Topic.objects.create(channel_id="ws:user:1", name="old", state=Topic.State.CLOSED)
+    alice, eve = Sender("ws:user:1", "alice"), Sender("ws:user:3", "eve")
+    batch = [
+        Admission(alice, "hello"),
+        Admission(eve, "let me in"),
+        Admission(alice, "in my topic", topic_id=mine.pk),
+        Admission(alice, "in theirs", topic_id=theirs.pk),
+        Admission(alice, "in a closed one", topic_id=closed.pk),
+        Admission(alice, "new please", new_topic=True),
+    ]
+    # Statements do not grow with the batch: grants, topics, audit rows, messages, the
+    # transaction and the audit's savepoint, the scrubber's secret list (cached later), and on
+    # SQLite three PRAGMAs for the write-lock wait.
+    with django_assert_max_num_queries(12):
+        results = chat_receive_many(batch)
+
+    hello, refused, in_mine, in_theirs, in_closed, new = results
+    assert hello.decision.allowed and hello.message.content == "hello"
+    assert refused.decision.silent and refused.message.trust_decision == refused.decision.label
+    assert in_mine.topic_id == mine.pk and in_mine.message.topic is None  # routing files it
+    for refused_topic in (in_theirs, in_closed):
+        assert isinstance(refused_topic, NotFound) and refused_topic.code == "unknown_topic"
+    assert new.new_topic
+    stored = list(Message.objects.order_by("pk").values_list("content", flat=True))
+    assert stored == ["hello", "let me in", "in my topic", "new please"]
+    # Nothing of a refused topic is stored, not even its audit row.
+    assert TrustAuditLog.objects.count() == 4
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("policy")
+def test_stored_grants_decide_in_a_batch_as_they_do_alone():
+    for sender_id, channel_id, level in (
+        ("eve", "", "trusted"),  # the denylist still wins
+        ("bob", "ws:user:1", "denied"),  # this channel only
+        ("bob", "", "trusted"),
+        ("carol", "", "trusted"),
+    ):
+        sender_trust_set(
+            channel_type="ws",
+            channel_id=channel_id,
+            sender_id=sender_id,
+            trust_level=level,
+            granted_by="test",
+        )
+    senders = [
+        Sender("ws:user:3", "eve"),
+        Sender("ws:user:1", "bob"),
+        Sender("ws:user:2", "bob"),
+        Sender("ws:user:4", "carol"),
+    ]
+    results = chat_receive_many([Admission(s, "hi") for s in senders])
+    assert all(isinstance(r, Inbound) for r in results)
+    reasons = [r.decision.reason for r in results]
+    assert reasons == ["sender_denylist", "db_denied", "db_trusted", "db_trusted"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_db_connections", "fast_hashing")
+async def test_a_burst_from_one_socket_is_acked_and_stored_in_order(
+    django_user_model, scripted_provider
+):
+    scripted_provider([{"when": {"team": "main"}, "reply": {"content": "ok"}}])
+    await sync_to_async(django_user_model.objects.create_user)(username="alice", password="pw")
+    token = (await sync_to_async(api_token_create)(username="alice"))[1]
+    communicator = await connect(f"/ws/chat/?token={token}")
+    await receive_until(communicator, "topic_list")
+    for i in range(10):
+        await communicator.send_json_to({"type": "message", "content": f"m{i}"})
+    seen = await receive_until(communicator, "ack", count=10)
+    ids = [m["message_id"] for m in seen if m["type"] == "ack"]
+    assert ids == sorted(ids)
+    contents = [
+        c
+        async for c in Message.objects.filter(pk__in=ids)
+        .order_by("pk")
+        .values_list("content", flat=True)
+    ]
+    assert contents == [f"m{i}" for i in range(10)]
+    # Every message gets its answer (this test is about admission: any answer counts).
+    answers = 0
+    while answers < 10:
+        message = await communicator.receive_json_from(timeout=120)
+        answers += message["type"] in ("response", "error")
+    await communicator.disconnect()
