@@ -3,8 +3,9 @@
 Two ranked candidate lists of chunks, fused with Reciprocal Rank Fusion (score = Σ 1/(60+rank)):
 - full text: PostgreSQL tsvector + GIN (`ts_rank`), SQLite FTS5 (`bm25`); any query word may
   match (OR), documents matching more and rarer words rank higher;
-- vector: cosine similarity to the query's embedding; PostgreSQL pgvector HNSW with iterative
-  scans (the team filter is applied inside the index scan), SQLite an exact numpy scan.
+- vector: cosine similarity to the query's embedding; PostgreSQL pgvector HNSW over a halfvec
+  expression index with iterative scans (the team filter is applied inside the index scan),
+  in one round trip; SQLite an exact numpy scan.
 A memory's score is its best chunk's. Without an embedding model (or when the model fails) the
 search is full text only, and the result says so."""
 
@@ -12,17 +13,20 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-from django.db import connection, transaction
-from pgvector.django import CosineDistance
+from django.db import connection
 
 from openhive.core.errors import DomainError
 from teams.models import Team
 
 from . import embeddings
-from .models import Memory, MemoryChunk
+from .models import EMBEDDING_DIMENSIONS, Memory, MemoryChunk
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +36,9 @@ MAX_RESULTS = 50
 # Nearest neighbours always exist; below this cosine similarity they are noise, not matches
 # (unrelated MiniLM sentences score around 0.0 to 0.15).
 MIN_VECTOR_SIMILARITY = 0.2
-HNSW_EF_SEARCH = 100
+# With the halfvec index (m=16, ef_construction=64) at 100k chunks of one team among 200k,
+# ef_search 100 finds ~0.91 of the exact top 10 and 200 ~0.98 (benchmarks/memory_search.py).
+HNSW_EF_SEARCH = 200
 SNIPPET_CHARS = 500
 
 
@@ -86,22 +92,7 @@ def vector_candidates(
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine similarity) of the team's chunks embedded by `model`, nearest first."""
     if connection.vendor == "postgresql":
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                # Iterative scans keep walking the HNSW graph until `limit` rows pass the team
-                # filter, instead of filtering a fixed ef_search candidate set down to few.
-                cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
-                cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(HNSW_EF_SEARCH, limit)])
-            rows = list(
-                MemoryChunk.objects.filter(
-                    team=team, embedding_model=model, embedding__isnull=False
-                )
-                .annotate(distance=CosineDistance("embedding", vector))
-                .order_by("distance")
-                .values_list("pk", "distance")[:limit]
-            )
-        # relaxed_order may return neighbours slightly out of order: sort them exactly.
-        ranked = sorted(((pk, 1.0 - float(d)) for pk, d in rows), key=lambda r: -r[1])
+        ranked = _pg_vector_candidates(team, vector, model, limit)
     else:
         # Raw rows and one frombuffer over the joined blobs: per-row conversion through the
         # ORM costs more than the scan itself.
@@ -114,12 +105,53 @@ def vector_candidates(
             rows = cursor.fetchall()
         if not rows:
             return []
+        import numpy as np  # here: a worker that never searches by vector does not load it
+
         ids = np.fromiter((pk for pk, _ in rows), dtype=np.int64, count=len(rows))
         matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
         scores = matrix.reshape(len(rows), -1) @ np.asarray(vector, dtype=np.float32)
         top = np.argsort(-scores, kind="stable")[:limit]
         ranked = [(int(ids[i]), float(scores[i])) for i in top]
     return [(pk, s) for pk, s in ranked if s >= min_similarity]
+
+
+# One round trip: the settings and the query go as one simple-query string (client-side
+# binding), which PostgreSQL runs as one implicit transaction, so SET LOCAL lasts for exactly
+# this query (or, inside an atomic block, to its end; they only steer HNSW scans). Five round
+# trips (BEGIN, two SETs, SELECT, COMMIT) cost more than the scan on a busy machine.
+# - iterative scans keep walking the graph until `limit` rows pass the team filter, instead of
+#   filtering a fixed ef_search candidate set down to a few;
+# - the ORDER BY is the halfvec expression index (migration 0004): half the pages of a float
+#   index, so the scan reads about half as many buffers; the similarity returned is the exact
+#   float one, and the candidates are re-sorted by it.
+_PG_VECTOR_SETTINGS = (
+    "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = %s; "
+)
+_PG_VECTOR_SELECT = (
+    "SELECT id, 1 - (embedding <=> %s::vector) FROM memory_memorychunk "
+    "WHERE team_id = %s AND embedding_model = %s AND embedding IS NOT NULL "
+    f"ORDER BY embedding::halfvec({EMBEDDING_DIMENSIONS}) <=> %s::halfvec({EMBEDDING_DIMENSIONS}) "
+    "LIMIT %s"
+)
+
+
+def _pg_vector_candidates(
+    team: Team, vector: Sequence[float], model: str, limit: int
+) -> list[tuple[int, float]]:
+    values = vector.tolist() if hasattr(vector, "tolist") else list(vector)
+    literal = "[" + ",".join(format(x, ".9g") for x in values) + "]"  # float32 round-trips
+    ef_search = max(HNSW_EF_SEARCH, limit)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _PG_VECTOR_SETTINGS + _PG_VECTOR_SELECT,
+            [ef_search, literal, team.pk, model, literal, limit],
+        )
+        raw = cursor.cursor
+        while raw.description is None and raw.nextset():  # past the two SETs' results
+            pass
+        rows = raw.fetchall()
+    # relaxed_order may return neighbours slightly out of order: sort them exactly.
+    return sorted(((pk, float(similarity)) for pk, similarity in rows), key=lambda r: -r[1])
 
 
 def rrf_fuse(*rankings: list[int], k: int = RRF_K) -> dict[int, float]:
