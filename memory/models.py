@@ -1,8 +1,7 @@
-from django.contrib.postgres.indexes import GinIndex, OpClass
+from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from django.db.models.functions import Cast
-from pgvector.django import HalfVectorField, HnswIndex
+from pgvector.django import HnswIndex
 
 from .fields import EmbeddingField
 
@@ -88,17 +87,13 @@ class MemoryChunk(models.Model):
         ordering = ["memory_id", "index"]
         indexes = [
             models.Index(fields=["team", "embedding_model"], name="memory_chunk_team_model_idx"),
-            # PostgreSQL only (migrations 0003/0004 add them there and nowhere else). The HNSW
-            # index holds half-precision copies: half the pages to read per search, the same
-            # recall at 384 dimensions (search re-ranks by the exact float similarity).
+            # PostgreSQL only (migration 0003 adds them there and nowhere else).
             HnswIndex(
-                OpClass(
-                    Cast("embedding", HalfVectorField(dimensions=EMBEDDING_DIMENSIONS)),
-                    name="halfvec_cosine_ops",
-                ),
-                name="memory_chunk_hnsw_half",
+                name="memory_chunk_hnsw",
+                fields=["embedding"],
                 m=16,
                 ef_construction=64,
+                opclasses=["vector_cosine_ops"],
             ),
             GinIndex(fields=["search_vector"], name="memory_chunk_fts_gin"),
         ]

@@ -3,9 +3,9 @@
 Two ranked candidate lists of chunks, fused with Reciprocal Rank Fusion (score = Σ 1/(60+rank)):
 - full text: PostgreSQL tsvector + GIN (`ts_rank`), SQLite FTS5 (`bm25`); any query word may
   match (OR), documents matching more and rarer words rank higher;
-- vector: cosine similarity to the query's embedding; PostgreSQL pgvector HNSW over a halfvec
-  expression index with iterative scans (the team filter is applied inside the index scan),
-  in one round trip; SQLite an exact numpy scan.
+- vector: cosine similarity to the query's embedding; PostgreSQL pgvector HNSW with iterative
+  scans (the team filter is applied inside the index scan), in one round trip; SQLite an exact
+  numpy scan.
 A memory's score is its best chunk's. Without an embedding model (or when the model fails) the
 search is full text only, and the result says so."""
 
@@ -23,7 +23,7 @@ from openhive.core.errors import DomainError
 from teams.models import Team
 
 from . import embeddings
-from .models import EMBEDDING_DIMENSIONS, Memory, MemoryChunk
+from .models import Memory, MemoryChunk
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,8 +36,8 @@ MAX_RESULTS = 50
 # Nearest neighbours always exist; below this cosine similarity they are noise, not matches
 # (unrelated MiniLM sentences score around 0.0 to 0.15).
 MIN_VECTOR_SIMILARITY = 0.2
-# With the halfvec index (m=16, ef_construction=64) at 100k chunks of one team among 200k,
-# ef_search 100 finds ~0.91 of the exact top 10 and 200 ~0.98 (benchmarks/memory_search.py).
+# At 100k chunks of one team among 200k (m=16, ef_construction=64), ef_search 100 finds ~0.91
+# of the exact top 10 and 200 ~0.98 (benchmarks/memory_search.py).
 HNSW_EF_SEARCH = 200
 SNIPPET_CHARS = 500
 
@@ -118,20 +118,18 @@ def vector_candidates(
 # One round trip: the settings and the query go as one simple-query string (client-side
 # binding), which PostgreSQL runs as one implicit transaction, so SET LOCAL lasts for exactly
 # this query (or, inside an atomic block, to its end; they only steer HNSW scans). Five round
-# trips (BEGIN, two SETs, SELECT, COMMIT) cost more than the scan on a busy machine.
-# - iterative scans keep walking the graph until `limit` rows pass the team filter, instead of
-#   filtering a fixed ef_search candidate set down to a few;
-# - the ORDER BY is the halfvec expression index (migration 0004): half the pages of a float
-#   index, so the scan reads about half as many buffers; the similarity returned is the exact
-#   float one, and the candidates are re-sorted by it.
+# trips (BEGIN, two SETs, SELECT, COMMIT) through the ORM cost more than the scan on a busy
+# machine. Iterative scans keep walking the graph until `limit` rows pass the team filter,
+# instead of filtering a fixed ef_search candidate set down to a few.
+# (A halfvec expression index halved the pages read, but its graph found only ~0.95-0.97 of
+# the exact top 10 at any ef_search on benchmarks/memory_search.py's data, below the goal.)
 _PG_VECTOR_SETTINGS = (
     "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = %s; "
 )
 _PG_VECTOR_SELECT = (
     "SELECT id, 1 - (embedding <=> %s::vector) FROM memory_memorychunk "
     "WHERE team_id = %s AND embedding_model = %s AND embedding IS NOT NULL "
-    f"ORDER BY embedding::halfvec({EMBEDDING_DIMENSIONS}) <=> %s::halfvec({EMBEDDING_DIMENSIONS}) "
-    "LIMIT %s"
+    "ORDER BY embedding <=> %s::vector LIMIT %s"
 )
 
 

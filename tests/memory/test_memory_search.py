@@ -149,7 +149,7 @@ def test_vector_candidates_are_nearest_first_and_team_scoped(ops, research, note
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="pgvector HNSW is PostgreSQL-only")
-def test_postgres_vector_search_uses_the_halfvec_hnsw_index(ops, notes):
+def test_postgres_vector_search_uses_the_hnsw_index(ops, notes):
     literal = "[" + ",".join(["1"] + ["0"] * 383) + "]"
     with connection.cursor() as cursor:
         # A handful of rows: the planner would rather use the team's btree index and sort.
@@ -166,7 +166,7 @@ def test_postgres_vector_search_uses_the_halfvec_hnsw_index(ops, notes):
             [literal, ops.pk, "local/all-minilm-l6-v2", literal, 10],
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert "memory_chunk_hnsw_half" in plan
+    assert "memory_chunk_hnsw" in plan
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="pgvector HNSW is PostgreSQL-only")
