@@ -18,14 +18,15 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from memory import minilm
 from openhive.core.errors import DomainError, ProviderNotConfigured
 from openhive.engine.llm import get_litellm
 from openhive.engine.providers import ProfileIn, ProviderProfile, _build, load_providers
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ class LiteLLMEmbedder:
         return self.profile.model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np  # only where vectors are made: numpy costs a worker ~22 MB
+
         litellm = get_litellm()
         kwargs = self.profile.completion_kwargs()
         kwargs.pop("temperature", None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from pgvector.django import VectorField
 
 
@@ -20,6 +19,8 @@ class EmbeddingField(VectorField):
         if connection.vendor == "sqlite":
             if value is None:
                 return None
+            import numpy as np  # here, not at import: a worker that never embeds skips it
+
             return np.asarray(value, dtype=np.float32).tobytes()
         return super().get_db_prep_value(value, connection, prepared)
 
@@ -27,5 +28,7 @@ class EmbeddingField(VectorField):
         if value is None:
             return None
         if connection.vendor == "sqlite":
+            import numpy as np
+
             return np.frombuffer(value, dtype=np.float32)
         return super().from_db_value(value, expression, connection)

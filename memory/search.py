@@ -4,7 +4,8 @@ Two ranked candidate lists of chunks, fused with Reciprocal Rank Fusion (score =
 - full text: PostgreSQL tsvector + GIN (`ts_rank`), SQLite FTS5 (`bm25`); any query word may
   match (OR), documents matching more and rarer words rank higher;
 - vector: cosine similarity to the query's embedding; PostgreSQL pgvector HNSW with iterative
-  scans (the team filter is applied inside the index scan), SQLite an exact numpy scan.
+  scans (the team filter is applied inside the index scan), in one round trip; SQLite an exact
+  numpy scan.
 A memory's score is its best chunk's. Without an embedding model (or when the model fails) the
 search is full text only, and the result says so."""
 
@@ -12,17 +13,20 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-from django.db import connection, transaction
-from pgvector.django import CosineDistance
+from django.db import connection
 
 from openhive.core.errors import DomainError
 from teams.models import Team
 
 from . import embeddings
 from .models import Memory, MemoryChunk
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +36,10 @@ MAX_RESULTS = 50
 # Nearest neighbours always exist; below this cosine similarity they are noise, not matches
 # (unrelated MiniLM sentences score around 0.0 to 0.15).
 MIN_VECTOR_SIMILARITY = 0.2
-HNSW_EF_SEARCH = 100
+# At 100k chunks of one team among 200k (m=16, ef_construction=64), ef_search 100 finds ~0.91
+# of the exact top 10 and 200 0.955-0.988, depending on the index build
+# (benchmarks/memory_search.py).
+HNSW_EF_SEARCH = 200
 SNIPPET_CHARS = 500
 
 
@@ -86,22 +93,7 @@ def vector_candidates(
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine similarity) of the team's chunks embedded by `model`, nearest first."""
     if connection.vendor == "postgresql":
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                # Iterative scans keep walking the HNSW graph until `limit` rows pass the team
-                # filter, instead of filtering a fixed ef_search candidate set down to few.
-                cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
-                cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(HNSW_EF_SEARCH, limit)])
-            rows = list(
-                MemoryChunk.objects.filter(
-                    team=team, embedding_model=model, embedding__isnull=False
-                )
-                .annotate(distance=CosineDistance("embedding", vector))
-                .order_by("distance")
-                .values_list("pk", "distance")[:limit]
-            )
-        # relaxed_order may return neighbours slightly out of order: sort them exactly.
-        ranked = sorted(((pk, 1.0 - float(d)) for pk, d in rows), key=lambda r: -r[1])
+        ranked = _pg_vector_candidates(team, vector, model, limit)
     else:
         # Raw rows and one frombuffer over the joined blobs: per-row conversion through the
         # ORM costs more than the scan itself.
@@ -114,12 +106,52 @@ def vector_candidates(
             rows = cursor.fetchall()
         if not rows:
             return []
+        import numpy as np  # here: a worker that never searches by vector does not load it
+
         ids = np.fromiter((pk for pk, _ in rows), dtype=np.int64, count=len(rows))
         matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32)
         scores = matrix.reshape(len(rows), -1) @ np.asarray(vector, dtype=np.float32)
         top = np.argsort(-scores, kind="stable")[:limit]
         ranked = [(int(ids[i]), float(scores[i])) for i in top]
     return [(pk, s) for pk, s in ranked if s >= min_similarity]
+
+
+# One round trip: the settings and the query go as one simple-query string (client-side
+# binding), which PostgreSQL runs as one implicit transaction, so SET LOCAL lasts for exactly
+# this query (or, inside an atomic block, to its end; they only steer HNSW scans). Five round
+# trips (BEGIN, two SETs, SELECT, COMMIT) through the ORM cost more than the scan on a busy
+# machine. Iterative scans keep walking the graph until `limit` rows pass the team filter,
+# instead of filtering a fixed ef_search candidate set down to a few.
+# (A halfvec expression index read about half the buffers per query; it was left out because
+# recall@10 varied from build to build, 0.95-0.99 for float and halfvec graphs alike, and the
+# comparison was not settled. See benchmarks/memory_search.py.)
+_PG_VECTOR_SETTINGS = (
+    "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = %s; "
+)
+_PG_VECTOR_SELECT = (
+    "SELECT id, 1 - (embedding <=> %s::vector) FROM memory_memorychunk "
+    "WHERE team_id = %s AND embedding_model = %s AND embedding IS NOT NULL "
+    "ORDER BY embedding <=> %s::vector LIMIT %s"
+)
+
+
+def _pg_vector_candidates(
+    team: Team, vector: Sequence[float], model: str, limit: int
+) -> list[tuple[int, float]]:
+    values = vector.tolist() if hasattr(vector, "tolist") else list(vector)
+    literal = "[" + ",".join(format(x, ".9g") for x in values) + "]"  # float32 round-trips
+    ef_search = max(HNSW_EF_SEARCH, limit)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _PG_VECTOR_SETTINGS + _PG_VECTOR_SELECT,
+            [ef_search, literal, team.pk, model, literal, limit],
+        )
+        raw = cursor.cursor
+        while raw.description is None and raw.nextset():  # past the two SETs' results
+            pass
+        rows = raw.fetchall()
+    # relaxed_order may return neighbours slightly out of order: sort them exactly.
+    return sorted(((pk, float(similarity)) for pk, similarity in rows), key=lambda r: -r[1])
 
 
 def rrf_fuse(*rankings: list[int], k: int = RRF_K) -> dict[int, float]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -17,6 +17,9 @@ from teams.models import Team
 from . import embeddings
 from .chunking import chunk_text, content_hash
 from .models import Memory, MemoryChunk
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import copy
+import json
+import threading
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -131,10 +134,26 @@ def team_tools(
     return sorted(found.values(), key=lambda s: s.name)
 
 
+# Weak keys: a model made at run time does not outlive its last user because of the cache.
+_SCHEMA_CACHE: weakref.WeakKeyDictionary[type[BaseModel], str] = weakref.WeakKeyDictionary()
+_schema_lock = threading.Lock()
+
+
 def portable_schema(model: type[BaseModel]) -> dict:
     """A JSON schema every provider accepts for a pydantic model (see `portable_json_schema`);
     pydantic still validates what the portable form drops (formats)."""
-    return portable_json_schema(model.model_json_schema())
+    # Every session declares its tools' schemas: pydantic builds one in ~1 ms, so a session
+    # with 40 tools spent ~50 ms of CPU here, and parallel sessions (a query_teams fan-out)
+    # queue for the GIL behind each other. A model's schema never changes; each caller gets
+    # its own copy (parsing the cached JSON), free to change it.
+    with _schema_lock:
+        cached = _SCHEMA_CACHE.get(model)
+    if cached is None:
+        schema = portable_json_schema(model.model_json_schema())
+        cached = json.dumps(schema)
+        with _schema_lock:
+            _SCHEMA_CACHE[model] = cached
+    return json.loads(cached)
 
 
 # A self-referencing schema (a tree of nodes) is cut off at this depth: a provider needs a

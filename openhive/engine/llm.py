@@ -38,8 +38,17 @@ def get_litellm() -> ModuleType:
                     {"provider": "scripted", "custom_handler": make_handler()}
                 ]
                 _skip_idle_success_logging(litellm)
+                _drop_import_leftovers(litellm)
                 _module = litellm
     return _module
+
+
+def _drop_import_leftovers(litellm: ModuleType) -> None:
+    """litellm.utils keeps the parsed Anthropic tokenizer JSON (~14 MB of dicts) as a module
+    global after serialising it to `claude_json_str`, which is all it reads later."""
+    utils = getattr(litellm, "utils", None)
+    if utils is not None and isinstance(getattr(utils, "claude_json_str", None), str):
+        utils.__dict__.pop("json_data", None)
 
 
 def _skip_idle_success_logging(litellm: ModuleType) -> None:
@@ -166,6 +175,10 @@ def complete(
     kwargs = profile.completion_kwargs()
     if tools:
         kwargs["tools"] = tools
+        # Our tools are plain functions, never litellm-proxy MCP servers; without this flag
+        # litellm imports its MCP handler (the MCP SDK, starlette, uvicorn: ~65 MB per worker)
+        # on the first call with tools, only to find none.
+        kwargs["_skip_mcp_handler"] = True
     if timeout is not None:
         kwargs.setdefault("timeout", timeout)
     # Our model port retries, with backoff and the attempts recorded: the SDK must not.

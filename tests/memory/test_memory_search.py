@@ -3,7 +3,6 @@ isolation, superseded entries flagged, deleted ones gone, and no mixing of embed
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from django.db import connection
 
@@ -151,15 +150,7 @@ def test_vector_candidates_are_nearest_first_and_team_scoped(ops, research, note
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="pgvector HNSW is PostgreSQL-only")
 def test_postgres_vector_search_uses_the_hnsw_index(ops, notes):
-    query = np.zeros(384, dtype=np.float32)
-    query[0] = 1.0
-    from pgvector.django import CosineDistance
-
-    qs = (
-        MemoryChunk.objects.filter(team=ops, embedding_model="local/all-minilm-l6-v2")
-        .annotate(distance=CosineDistance("embedding", query))
-        .order_by("distance")[:10]
-    )
+    literal = "[" + ",".join(["1"] + ["0"] * 383) + "]"
     with connection.cursor() as cursor:
         # A handful of rows: the planner would rather use the team's btree index and sort.
         # Inside the test's transaction, take those away (rolled back afterwards).
@@ -170,10 +161,26 @@ def test_postgres_vector_search_uses_the_hnsw_index(ops, notes):
         for (name,) in cursor.fetchall():
             cursor.execute(f'DROP INDEX "{name}"')
         cursor.execute("SET LOCAL enable_seqscan = off")
-        sql, params = qs.query.sql_with_params()
-        cursor.execute("EXPLAIN " + sql, params)
+        cursor.execute(
+            "EXPLAIN " + search_module._PG_VECTOR_SELECT,
+            [literal, ops.pk, "local/all-minilm-l6-v2", literal, 10],
+        )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "memory_chunk_hnsw" in plan
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="pgvector HNSW is PostgreSQL-only")
+@pytest.mark.django_db(transaction=True)
+def test_postgres_vector_search_settings_last_for_its_own_query_only(ops, research, notes):
+    # The HNSW settings travel with the query in one round trip; outside a transaction they
+    # must not stay on the (persistent) connection for whatever it runs next.
+    query = search_module.embeddings.get_embedder().embed(["cat"])[0]
+    assert vector_candidates(ops, query, "local/all-minilm-l6-v2", 10)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW hnsw.ef_search")
+        assert int(cursor.fetchone()[0]) != search_module.HNSW_EF_SEARCH
+        cursor.execute("SHOW hnsw.iterative_scan")
+        assert cursor.fetchone()[0] == "off"
 
 
 def test_reembed_command_moves_chunks_to_the_current_model(ops, notes, capsys):
