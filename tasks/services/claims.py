@@ -1,0 +1,215 @@
+"""Batched claims: one worker process takes up to N admissible tasks of any teams in one short
+transaction, instead of one team-locked transaction per task.
+
+The guarantees are those of `task_claim_next`: only `pending` tasks that are ready are taken,
+in priority then FIFO order; a team never runs more than its cap of `running` tasks; no task
+of a team under an org-op is taken. They rest on the same per-team critical section:
+
+- PostgreSQL: statement 1 locks the rows of the candidate teams (`FOR UPDATE SKIP LOCKED`, so
+  a team another worker is claiming for is skipped, not waited for); statement 2 -- a new
+  snapshot, taken once the locks are held, so it sees every claim committed for those teams --
+  counts their running tasks, checks the org-op mutex, picks each team's best pending tasks up
+  to its free slots and marks them running, in one `UPDATE … RETURNING`.
+- SQLite: the transaction is IMMEDIATE, so it holds the database write lock from BEGIN; the
+  counts and picks are made in Python on the latest state, then one UPDATE marks the batch.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.models import Count, F
+from django.utils import timezone
+
+from openhive.core.db import reconnecting
+from teams.models import Team
+
+from ..models import OrgOpLock, Task
+from ..selectors import team_cap
+from ..timing import lease_until, ready_q
+
+# How many of the most urgent pending tasks name the teams a claim considers: teams whose work
+# is further down wait until the head of the queue moves.
+CANDIDATE_WINDOW = 200
+
+
+def batch_owner() -> str:
+    """A lease owner for one batch: `host:pid:nonce`. The pid lets a restarted host hand back
+    the claims of a dead process; the nonce makes a task claimed again later (after a reap or
+    a hand-back) belong to a different owner, so a late session sees it no longer holds it."""
+    return f"{socket.gethostname()}:{os.getpid()}:b{uuid.uuid4().hex[:12]}"
+
+
+def _candidate_teams(now: datetime) -> list[tuple[int, int]]:
+    """(team id, cap) of the teams owning the head of the queue, most urgent first; teams
+    that look full or under an org-op are left out (looked at again under the lock)."""
+    head = (
+        Task.objects.filter(status=Task.Status.PENDING)
+        .filter(ready_q(now))
+        .order_by("priority", "created_at", "id")
+        .values_list("team_id", "team__name")[:CANDIDATE_WINDOW]
+    )
+    order: dict[int, str] = {}
+    for team_id, name in head:
+        order.setdefault(team_id, name)
+    if not order:
+        return []
+    running = dict(
+        Task.objects.filter(team_id__in=list(order), status=Task.Status.RUNNING)
+        .order_by()
+        .values("team_id")
+        .annotate(n=Count("id"))
+        .values_list("team_id", "n")
+    )
+    held = set(
+        OrgOpLock.objects.filter(team_id__in=list(order), expires_at__gt=now).values_list(
+            "team_id", flat=True
+        )
+    )
+    teams = []
+    for team_id, name in order.items():
+        cap = team_cap(name)
+        if team_id not in held and running.get(team_id, 0) < cap:
+            teams.append((team_id, cap))
+    return teams
+
+
+@reconnecting
+def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
+    """Claim up to `limit` admissible tasks of any teams for `worker` (their lease owner), in
+    priority then FIFO order, within each team's free slots and outside org-ops. Returns
+    them with `team` and `topic` loaded, most urgent first; [] when nothing can run now."""
+    if limit <= 0:
+        return []
+    teams = _candidate_teams(timezone.now())
+    if not teams:
+        return []
+    with transaction.atomic():
+        now = timezone.now()  # read inside the section, as in `task_claim_next`
+        if connection.vendor == "postgresql":
+            ids = _claim_postgres(teams, worker=worker, limit=limit, now=now)
+        else:
+            ids = _claim_sqlite(teams, worker=worker, limit=limit, now=now)
+    if not ids:
+        return []
+    rows = Task.objects.select_related("team", "topic").filter(pk__in=ids)
+    return sorted(rows, key=lambda t: (t.priority, t.created_at, t.pk))
+
+
+def _claim_sqlite(
+    teams: list[tuple[int, int]], *, worker: str, limit: int, now: datetime
+) -> list[int]:
+    caps = dict(teams)
+    running = dict(
+        Task.objects.filter(team_id__in=list(caps), status=Task.Status.RUNNING)
+        .order_by()
+        .values("team_id")
+        .annotate(n=Count("id"))
+        .values_list("team_id", "n")
+    )
+    held = set(
+        OrgOpLock.objects.filter(team_id__in=list(caps), expires_at__gt=now).values_list(
+            "team_id", flat=True
+        )
+    )
+    room = {t: c - running.get(t, 0) for t, c in caps.items() if t not in held}
+    room = {t: r for t, r in room.items() if r > 0}
+    if not room:
+        return []
+    picked: list[int] = []
+    pending = (
+        Task.objects.filter(status=Task.Status.PENDING, team_id__in=list(room))
+        .filter(ready_q(now))
+        .order_by("priority", "created_at", "id")
+        .values_list("id", "team_id")
+    )
+    for task_id, team_id in pending.iterator(chunk_size=max(limit * 4, 64)):
+        if room.get(team_id, 0) > 0:
+            room[team_id] -= 1
+            picked.append(task_id)
+            if len(picked) >= limit or not any(room.values()):
+                break
+    if picked:
+        Task.objects.filter(pk__in=picked, status=Task.Status.PENDING).update(
+            status=Task.Status.RUNNING,
+            lease_owner=worker,
+            lease_expires_at=lease_until(now),
+            started_at=now,
+            attempts=F("attempts") + 1,
+        )
+    return picked
+
+
+def _claim_postgres(
+    teams: list[tuple[int, int]], *, worker: str, limit: int, now: datetime
+) -> list[int]:
+    task_table = connection.ops.quote_name(Task._meta.db_table)
+    team_table = connection.ops.quote_name(Team._meta.db_table)
+    lock_table = connection.ops.quote_name(OrgOpLock._meta.db_table)
+    team_ids = [t for t, _ in teams]
+    caps = [c for _, c in teams]
+    with connection.cursor() as cursor:
+        # At most `limit` teams are locked: a worker that wants few tasks leaves the other
+        # teams to the other workers.
+        cursor.execute(
+            f"""
+            SELECT t.id, c.cap
+              FROM {team_table} t
+              JOIN unnest(%s::bigint[], %s::int[]) WITH ORDINALITY AS c(team_id, cap, ord)
+                ON c.team_id = t.id
+             ORDER BY c.ord
+             LIMIT %s
+               FOR UPDATE OF t SKIP LOCKED
+            """,
+            [team_ids, caps, limit],
+        )
+        locked = cursor.fetchall()
+        if not locked:
+            return []
+        cursor.execute(
+            f"""
+            WITH free AS (
+                SELECT c.team_id,
+                       c.cap - (SELECT count(*) FROM {task_table} r
+                                 WHERE r.team_id = c.team_id AND r.status = 'running') AS slots
+                  FROM unnest(%s::bigint[], %s::int[]) AS c(team_id, cap)
+                 WHERE NOT EXISTS (SELECT 1 FROM {lock_table} o
+                                    WHERE o.team_id = c.team_id AND o.expires_at > %s)
+            ), pick AS (
+                SELECT p.id
+                  FROM free f
+                 CROSS JOIN LATERAL (
+                       SELECT t.id, t.priority, t.created_at
+                         FROM {task_table} t
+                        WHERE t.team_id = f.team_id AND t.status = 'pending'
+                          AND (t.run_after IS NULL OR t.run_after <= %s)
+                        ORDER BY t.priority, t.created_at, t.id
+                        LIMIT greatest(f.slots, 0)
+                          FOR UPDATE OF t SKIP LOCKED
+                       ) p
+                 ORDER BY p.priority, p.created_at, p.id
+                 LIMIT %s
+            )
+            UPDATE {task_table} AS q
+               SET status = 'running', lease_owner = %s, lease_expires_at = %s,
+                   started_at = %s, attempts = q.attempts + 1
+              FROM pick
+             WHERE q.id = pick.id AND q.status = 'pending'
+            RETURNING q.id
+            """,
+            [
+                [t for t, _ in locked],
+                [c for _, c in locked],
+                now,
+                now,
+                limit,
+                worker,
+                lease_until(now),
+                now,
+            ],
+        )
+        return [row[0] for row in cursor.fetchall()]
