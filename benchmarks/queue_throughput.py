@@ -340,9 +340,9 @@ def main() -> None:
         return
     base = os.environ.get("DATABASE_URL", "")
     print(f"cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.2f} "
-          f"{os.getloadavg()[1]:.2f}; tasks/s of no-op tasks; ratios vs the same run")  # fmt: skip
+          f"{os.getloadavg()[1]:.2f}; tasks/s of no-op tasks; ratios vs the same run", flush=True)  # fmt: skip
     print(f"{'database':>10} {'workers':>7} {'batch/s':>9} {'goal':>6} {'':>6} {'old/s':>7} "
-          f"{'django-q2':>9} {'vs old':>10} {'vs dq2':>10}")  # fmt: skip
+          f"{'django-q2':>9} {'vs old':>10} {'vs dq2':>10}", flush=True)  # fmt: skip
     forward = sys.argv[1:]
     for backend in (["postgresql"] if base.startswith("postgres") else []) + ["sqlite"]:
         env = dict(os.environ)

@@ -22,7 +22,6 @@ import uuid
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Count, F
 from django.utils import timezone
 
 from openhive.core.db import reconnecting
@@ -30,7 +29,7 @@ from teams.models import Team
 
 from ..models import OrgOpLock, Task
 from ..selectors import team_cap
-from ..timing import lease_until, ready_q
+from ..timing import lease_until
 
 # How many of the most urgent pending tasks name the teams a claim considers: teams whose work
 # is further down wait until the head of the queue moves.
@@ -44,37 +43,49 @@ def batch_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:b{uuid.uuid4().hex[:12]}"
 
 
-def _candidate_teams(now: datetime) -> list[tuple[int, int]]:
-    """(team id, cap) of the teams owning the head of the queue, most urgent first; teams
-    that look full or under an org-op are left out (looked at again under the lock)."""
-    head = (
-        Task.objects.filter(status=Task.Status.PENDING)
-        .filter(ready_q(now))
-        .order_by("priority", "created_at", "id")
-        .values_list("team_id", "team__name")[:CANDIDATE_WINDOW]
+def _tables() -> tuple[str, str, str]:
+    quote = connection.ops.quote_name
+    return (
+        quote(Task._meta.db_table),
+        quote(Team._meta.db_table),
+        quote(OrgOpLock._meta.db_table),
     )
-    order: dict[int, str] = {}
-    for team_id, name in head:
-        order.setdefault(team_id, name)
-    if not order:
-        return []
-    running = dict(
-        Task.objects.filter(team_id__in=list(order), status=Task.Status.RUNNING)
-        .order_by()
-        .values("team_id")
-        .annotate(n=Count("id"))
-        .values_list("team_id", "n")
-    )
-    held = set(
-        OrgOpLock.objects.filter(team_id__in=list(order), expires_at__gt=now).values_list(
-            "team_id", flat=True
+
+
+def _candidate_teams(now: datetime) -> list[tuple[int, int, int]]:
+    """(team id, cap, free slots) of the teams owning the head of the queue, most urgent
+    first, in one query; teams that are full or under an org-op are left out. Outside a
+    lock these are hints (PostgreSQL looks again under the lock); inside SQLite's write
+    lock they are the truth."""
+    task_table, team_table, lock_table = _tables()
+    at = connection.ops.adapt_datetimefield_value(now)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT h.team_id, tm.name,
+                   (SELECT count(*) FROM {task_table} r
+                     WHERE r.team_id = h.team_id AND r.status = 'running'),
+                   EXISTS (SELECT 1 FROM {lock_table} o
+                            WHERE o.team_id = h.team_id AND o.expires_at > %s)
+              FROM (SELECT team_id, min(rk) AS best
+                      FROM (SELECT team_id,
+                                   row_number() OVER (ORDER BY priority, created_at, id) AS rk
+                              FROM {task_table}
+                             WHERE status = 'pending' AND (run_after IS NULL OR run_after <= %s)
+                             ORDER BY priority, created_at, id
+                             LIMIT {CANDIDATE_WINDOW}) head
+                     GROUP BY team_id) h
+              JOIN {team_table} tm ON tm.id = h.team_id
+             ORDER BY h.best
+            """,
+            [at, at],
         )
-    )
+        rows = cursor.fetchall()
     teams = []
-    for team_id, name in order.items():
+    for team_id, name, running, held in rows:
         cap = team_cap(name)
-        if team_id not in held and running.get(team_id, 0) < cap:
-            teams.append((team_id, cap))
+        if not held and running < cap:
+            teams.append((team_id, cap, cap - running))
     return teams
 
 
@@ -85,15 +96,17 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
     them with `team` and `topic` loaded, most urgent first; [] when nothing can run now."""
     if limit <= 0:
         return []
-    teams = _candidate_teams(timezone.now())
-    if not teams:
-        return []
-    with transaction.atomic():
-        now = timezone.now()  # read inside the section, as in `task_claim_next`
-        if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":
+        teams = _candidate_teams(timezone.now())
+        if not teams:
+            return []
+        with transaction.atomic():
+            now = timezone.now()  # read inside the section, as in `task_claim_next`
             ids = _claim_postgres(teams, worker=worker, limit=limit, now=now)
-        else:
-            ids = _claim_sqlite(teams, worker=worker, limit=limit, now=now)
+    else:
+        with transaction.atomic():  # IMMEDIATE: the write lock is held from here
+            now = timezone.now()
+            ids = _claim_sqlite(_candidate_teams(now), worker=worker, limit=limit, now=now)
     if not ids:
         return []
     rows = Task.objects.select_related("team", "topic").filter(pk__in=ids)
@@ -101,57 +114,53 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
 
 
 def _claim_sqlite(
-    teams: list[tuple[int, int]], *, worker: str, limit: int, now: datetime
+    teams: list[tuple[int, int, int]], *, worker: str, limit: int, now: datetime
 ) -> list[int]:
-    caps = dict(teams)
-    running = dict(
-        Task.objects.filter(team_id__in=list(caps), status=Task.Status.RUNNING)
-        .order_by()
-        .values("team_id")
-        .annotate(n=Count("id"))
-        .values_list("team_id", "n")
-    )
-    held = set(
-        OrgOpLock.objects.filter(team_id__in=list(caps), expires_at__gt=now).values_list(
-            "team_id", flat=True
-        )
-    )
-    room = {t: c - running.get(t, 0) for t, c in caps.items() if t not in held}
-    room = {t: r for t, r in room.items() if r > 0}
+    room = {team_id: free for team_id, _cap, free in teams}
     if not room:
         return []
+    task_table, _, _ = _tables()
+    at = connection.ops.adapt_datetimefield_value(now)
+    marks = ", ".join("%s" for _ in room)
     picked: list[int] = []
-    pending = (
-        Task.objects.filter(status=Task.Status.PENDING, team_id__in=list(room))
-        .filter(ready_q(now))
-        .order_by("priority", "created_at", "id")
-        .values_list("id", "team_id")
-    )
-    for task_id, team_id in pending.iterator(chunk_size=max(limit * 4, 64)):
-        if room.get(team_id, 0) > 0:
-            room[team_id] -= 1
-            picked.append(task_id)
-            if len(picked) >= limit or not any(room.values()):
-                break
-    if picked:
-        Task.objects.filter(pk__in=picked, status=Task.Status.PENDING).update(
-            status=Task.Status.RUNNING,
-            lease_owner=worker,
-            lease_expires_at=lease_until(now),
-            started_at=now,
-            attempts=F("attempts") + 1,
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT id, team_id FROM {task_table}
+             WHERE status = 'pending' AND (run_after IS NULL OR run_after <= %s)
+               AND team_id IN ({marks})
+             ORDER BY priority, created_at, id
+            """,
+            [at, *room],
         )
+        # SQLite steps the scan lazily: it stops as soon as the batch or the room is full.
+        while len(picked) < limit and any(room.values()):
+            rows = cursor.fetchmany(64)
+            if not rows:
+                break
+            for task_id, team_id in rows:
+                if room[team_id] > 0 and len(picked) < limit:
+                    room[team_id] -= 1
+                    picked.append(task_id)
+        if picked:
+            cursor.execute(
+                f"""
+                UPDATE {task_table}
+                   SET status = 'running', lease_owner = %s, lease_expires_at = %s,
+                       started_at = %s, attempts = attempts + 1
+                 WHERE status = 'pending' AND id IN ({", ".join("%s" for _ in picked)})
+                """,
+                [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at, *picked],
+            )
     return picked
 
 
 def _claim_postgres(
-    teams: list[tuple[int, int]], *, worker: str, limit: int, now: datetime
+    teams: list[tuple[int, int, int]], *, worker: str, limit: int, now: datetime
 ) -> list[int]:
-    task_table = connection.ops.quote_name(Task._meta.db_table)
-    team_table = connection.ops.quote_name(Team._meta.db_table)
-    lock_table = connection.ops.quote_name(OrgOpLock._meta.db_table)
-    team_ids = [t for t, _ in teams]
-    caps = [c for _, c in teams]
+    task_table, team_table, lock_table = _tables()
+    team_ids = [t for t, _c, _f in teams]
+    caps = [c for _t, c, _f in teams]
     with connection.cursor() as cursor:
         # At most `limit` teams are locked: a worker that wants few tasks leaves the other
         # teams to the other workers.
