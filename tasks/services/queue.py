@@ -155,11 +155,7 @@ def _finish_held(
         "lease_expires_at": None,
     }
     with transaction.atomic(durable=True):
-        if connection.vendor == "postgresql" and not settings.OPENHIVE["QUEUE_SYNC_FINISH"]:
-            moved = _update_held_async(task.pk, worker, fields)
-        else:
-            held = Task.objects.filter(pk=task.pk, status=Task.Status.RUNNING, lease_owner=worker)
-            moved = held.update(**fields)
+        moved = _update_held(task.pk, worker, fields)
         if not moved:
             return None
         task.status, task.stop_reason, task.result = status, stop_reason, result
@@ -169,19 +165,26 @@ def _finish_held(
     return task
 
 
-def _update_held_async(task_id: int, worker: str, fields: dict) -> int:
-    """The end of a held task, committed without waiting for the WAL flush (one fsync per
-    task would cap a worker at a few hundred tasks a second). A database crash in the next
-    fraction of a second can lose the end: the task is then still running under its lease,
-    and the reaper puts it back -- it runs again, it is never lost."""
-    table = connection.ops.quote_name(Task._meta.db_table)
-    assignments = ", ".join(f"{connection.ops.quote_name(name)} = %s" for name in fields)
+def _update_held(task_id: int, worker: str, fields: dict) -> int:
+    """One UPDATE, written once rather than compiled by the ORM for every task. On
+    PostgreSQL it commits without waiting for the WAL flush (one fsync per task would cap a
+    worker at a few hundred tasks a second) unless OPENHIVE_QUEUE_SYNC_FINISH: a database
+    crash in the next fraction of a second can then lose the end, and the task, still
+    running under its lease, is put back by the reaper -- it runs again, it is never lost."""
+    ops = connection.ops
+    table = ops.quote_name(Task._meta.db_table)
+    values = [ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v
+              for v in fields.values()]  # fmt: skip
+    assignments = ", ".join(f"{ops.quote_name(name)} = %s" for name in fields)
+    prefix = source = ""
+    if connection.vendor == "postgresql" and not settings.OPENHIVE["QUEUE_SYNC_FINISH"]:
+        prefix = "WITH async AS (SELECT set_config('synchronous_commit', 'off', true)) "
+        source = "FROM async "
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH async AS (SELECT set_config('synchronous_commit', 'off', true)) "
-            f"UPDATE {table} SET {assignments} FROM async "
-            f"WHERE id = %s AND status = %s AND lease_owner = %s",
-            [*fields.values(), task_id, Task.Status.RUNNING, worker],
+            f"{prefix}UPDATE {table} SET {assignments} {source}"
+            "WHERE id = %s AND status = %s AND lease_owner = %s",
+            [*values, task_id, Task.Status.RUNNING, worker],
         )
         return cursor.rowcount
 
