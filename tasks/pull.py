@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 Execute = Callable[[Task, str], str]
 _STOP = None
 FIRST_BACKOFF = 0.002
+COALESCE_SECONDS = 0.001
 
 
 class PullWorker:
@@ -52,6 +53,7 @@ class PullWorker:
         self._idle = self.threads  # runners not running a task nor holding one handed to them
         self._runners: list[threading.Thread] = []
         self._claimer: threading.Thread | None = None
+        self._waker: Waker | None = None
 
     @property
     def busy(self) -> int:
@@ -59,7 +61,8 @@ class PullWorker:
             return self.threads - self._idle
 
     def start(self) -> None:
-        Waker(self.wake, self.stop).start()
+        self._waker = Waker(self.wake, self.stop)
+        self._waker.start()
         self._runners = [
             threading.Thread(target=self._run, name=f"worker-{i}") for i in range(self.threads)
         ]
@@ -77,6 +80,8 @@ class PullWorker:
             self._handoff.put(_STOP)
         for thread in self._runners:
             thread.join()
+        if self._waker is not None:
+            self._waker.thread.join(timeout=2)
 
     # --- the claimer ---------------------------------------------------------------------
 
@@ -93,6 +98,12 @@ class PullWorker:
                     self.wake.wait(self.poll)  # a runner freeing up sets it
                     self.wake.clear()
                     continue
+                if free < self.threads:
+                    # Runners that end together claim together: a moment's wait lets the
+                    # others finishing now join the batch (one claim for many tasks).
+                    time.sleep(COALESCE_SECONDS)
+                    with self._lock:
+                        free = self._idle
                 claimed = self._claim(free)
                 if not claimed:
                     self.wake.wait(min(backoff, self.poll))
