@@ -101,8 +101,7 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
         if not teams:
             return []
         with transaction.atomic():
-            now = timezone.now()  # read inside the section, as in `task_claim_next`
-            ids = _claim_postgres(teams, worker=worker, limit=limit, now=now)
+            ids = _claim_postgres(teams, worker=worker, limit=limit)
     else:
         with transaction.atomic():  # IMMEDIATE: the write lock is held from here
             now = timezone.now()
@@ -155,9 +154,7 @@ def _claim_sqlite(
     return picked
 
 
-def _claim_postgres(
-    teams: list[tuple[int, int, int]], *, worker: str, limit: int, now: datetime
-) -> list[int]:
+def _claim_postgres(teams: list[tuple[int, int, int]], *, worker: str, limit: int) -> list[int]:
     task_table, team_table, lock_table = _tables()
     team_ids = [t for t, _c, _f in teams]
     caps = [c for _t, c, _f in teams]
@@ -179,6 +176,8 @@ def _claim_postgres(
         locked = cursor.fetchall()
         if not locked:
             return []
+        # Read once the teams are held: claim times are then in claim order within a team.
+        now = timezone.now()
         cursor.execute(
             f"""
             WITH free AS (
