@@ -93,7 +93,7 @@ def _candidate_teams(now: datetime) -> list[tuple[int, int, int]]:
 def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
     """Claim up to `limit` admissible tasks of any teams for `worker` (their lease owner), in
     priority then FIFO order, within each team's free slots and outside org-ops. Returns
-    them with `team` and `topic` loaded, most urgent first; [] when nothing can run now."""
+    them with their `team` loaded, most urgent first; [] when nothing can run now."""
     if limit <= 0:
         return []
     if connection.vendor == "postgresql":
@@ -101,11 +101,11 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
         if not teams:
             return []
         with transaction.atomic():
-            ids = _claim_postgres(teams, worker=worker, limit=limit)
-    else:
-        with transaction.atomic():  # IMMEDIATE: the write lock is held from here
-            now = timezone.now()
-            ids = _claim_sqlite(_candidate_teams(now), worker=worker, limit=limit, now=now)
+            claimed = _claim_postgres(teams, worker=worker, limit=limit)
+        return sorted(claimed, key=lambda t: (t.priority, t.created_at, t.pk))
+    with transaction.atomic():  # IMMEDIATE: the write lock is held from here
+        now = timezone.now()
+        ids = _claim_sqlite(_candidate_teams(now), worker=worker, limit=limit, now=now)
     if not ids:
         return []
     rows = Task.objects.select_related("team", "topic").filter(pk__in=ids)
@@ -154,16 +154,19 @@ def _claim_sqlite(
     return picked
 
 
-def _claim_postgres(teams: list[tuple[int, int, int]], *, worker: str, limit: int) -> list[int]:
+def _claim_postgres(teams: list[tuple[int, int, int]], *, worker: str, limit: int) -> list[Task]:
+    """The claimed tasks, read back by the claiming UPDATE itself and given the team rows
+    the lock read: no further query."""
     task_table, team_table, lock_table = _tables()
     team_ids = [t for t, _c, _f in teams]
     caps = [c for _t, c, _f in teams]
-    with connection.cursor() as cursor:
-        # At most `limit` teams are locked: a worker that wants few tasks leaves the other
-        # teams to the other workers.
-        cursor.execute(
+    # At most `limit` teams are locked: a worker that wants few tasks leaves the other
+    # teams to the other workers.
+    locked = {
+        team.pk: team
+        for team in Team.objects.raw(
             f"""
-            SELECT t.id, c.cap
+            SELECT t.*, c.cap AS claim_cap
               FROM {team_table} t
               JOIN unnest(%s::bigint[], %s::int[]) WITH ORDINALITY AS c(team_id, cap, ord)
                 ON c.team_id = t.id
@@ -173,12 +176,13 @@ def _claim_postgres(teams: list[tuple[int, int, int]], *, worker: str, limit: in
             """,
             [team_ids, caps, limit],
         )
-        locked = cursor.fetchall()
-        if not locked:
-            return []
-        # Read once the teams are held: claim times are then in claim order within a team.
-        now = timezone.now()
-        cursor.execute(
+    }
+    if not locked:
+        return []
+    # Read once the teams are held: claim times are then in claim order within a team.
+    now = timezone.now()
+    claimed = list(
+        Task.objects.raw(
             f"""
             WITH free AS (
                 SELECT c.team_id,
@@ -207,11 +211,11 @@ def _claim_postgres(teams: list[tuple[int, int, int]], *, worker: str, limit: in
                    started_at = %s, attempts = q.attempts + 1
               FROM pick
              WHERE q.id = pick.id AND q.status = 'pending'
-            RETURNING q.id
+            RETURNING q.*
             """,
             [
-                [t for t, _ in locked],
-                [c for _, c in locked],
+                list(locked),
+                [team.claim_cap for team in locked.values()],
                 now,
                 now,
                 limit,
@@ -220,4 +224,7 @@ def _claim_postgres(teams: list[tuple[int, int, int]], *, worker: str, limit: in
                 now,
             ],
         )
-        return [row[0] for row in cursor.fetchall()]
+    )
+    for task in claimed:
+        task.team = locked[task.team_id]
+    return claimed
