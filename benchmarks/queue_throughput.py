@@ -339,8 +339,9 @@ def main() -> None:
         run_backend(args)
         return
     base = os.environ.get("DATABASE_URL", "")
-    print(f"cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.2f} "
-          f"{os.getloadavg()[1]:.2f}; tasks/s of no-op tasks; ratios vs the same run", flush=True)  # fmt: skip
+    load = os.getloadavg()
+    print(f"cores: {os.cpu_count()}; load average {load[0]:.2f} {load[1]:.2f}; "
+          "tasks/s of no-op tasks; ratios vs the same run", flush=True)  # fmt: skip
     print(f"{'database':>10} {'workers':>7} {'batch/s':>9} {'goal':>6} {'':>6} {'old/s':>7} "
           f"{'django-q2':>9} {'vs old':>10} {'vs dq2':>10}", flush=True)  # fmt: skip
     forward = sys.argv[1:]

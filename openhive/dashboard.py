@@ -23,7 +23,7 @@ from openhive.engine.models import LEADER, EngineLease, LlmExchange, Session
 from openhive.engine.providers import list_profiles, provider_problems
 from openhive.engine.selectors import usage_by_team
 from tasks.models import Task
-from tasks.selectors import task_counts_by_status
+from tasks.selectors import questions_waiting, task_counts_by_status
 
 logger = logging.getLogger(__name__)
 # A dispatched task no worker claimed within this long means no worker is taking work.
@@ -156,4 +156,6 @@ def dashboard(now: datetime | None = None) -> dict:
         "workers": workers(now),
         "providers": providers(now),
         "failures": recent_failures(),
+        # Tasks paused until a person answers or an operator approves (answer forms inline).
+        "waiting": list(questions_waiting()[:FAILURES_SHOWN]),
     }

@@ -21,6 +21,7 @@ from openhive.core.scrubbing import scrub, scrub_data
 
 from .models import OrgOpLock, Task, TaskTodo
 from .orchestration import task_requeue
+from .selectors import task_questions
 from .services import task_cancel
 from .story import FINISHED, task_story, task_title, task_tree, tree_root, tree_timeline
 
@@ -127,6 +128,8 @@ class TaskAdmin(admin.ModelAdmin):
                 # A task may quote a secret it was given; the page never shows it.
                 text=scrub(task.text),
                 result=scrub(task.result),
+                # What it asked a person, and who decided what (answer forms on open ones).
+                questions=task_questions(task_id=task.pk),
             )
         return super().change_view(request, object_id, form_url, extra)
 
@@ -244,3 +247,6 @@ class OrgOpLockAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+
+from . import admin_waiting  # noqa: E402,F401  (the waiting-for-a-person pages)

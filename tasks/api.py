@@ -15,10 +15,11 @@ from openhive.core.scrubbing import scrub
 from openhive.engine.schemas import SessionBrief, session_brief
 from teams.selectors import team_get_or_404
 
-from .models import Task
+from .models import Task, UserQuestion
 from .orchestration import task_delegate, task_requeue
-from .selectors import task_get, task_list, task_sessions, task_todos, todo_dict
+from .selectors import task_get, task_list, task_questions, task_sessions, task_todos, todo_dict
 from .services import priority_from_name, task_cancel
+from .services.waiting import MAX_ANSWER_CHARS, task_answer, task_decide_approval
 
 router = Router(tags=["tasks"])
 
@@ -78,11 +79,51 @@ class TodoOut(Schema):
     completed_at: datetime | None
 
 
+class QuestionOut(Schema):
+    id: int
+    kind: str
+    state: str
+    text: str
+    options: list[str]
+    tool: str
+    arguments: dict
+    created_at: datetime
+    expires_at: datetime | None
+    answer: str
+    reason: str
+    decided_by: str
+    decided_via: str
+    decided_at: datetime | None
+
+
 class TaskDetailOut(TaskOut):
     created_by: str
     sessions: list[SessionBrief]
     # The working checklist the task's session keeps (set_todos, add_todo, complete_todo).
     todos: list[TodoOut]
+    # What the task waits for now (a question, an approval), if anything; and every one it
+    # asked, with who decided what and when.
+    waiting: QuestionOut | None
+    questions: list[QuestionOut]
+
+
+def _question_out(q: UserQuestion) -> dict:
+    return {
+        "id": q.pk,
+        "kind": q.kind,
+        "state": q.state,
+        "text": scrub(q.text),
+        "options": list(q.options),
+        "tool": q.tool,
+        "arguments": q.arguments,
+        "created_at": q.created_at,
+        "expires_at": q.expires_at,
+        "answer": scrub(q.answer),
+        "reason": scrub(q.reason),
+        "decided_by": q.decided_by,
+        "decided_via": q.decided_via,
+        "decided_at": q.decided_at,
+    }
 
 
 def _task_out(task: Task) -> dict:
@@ -138,12 +179,52 @@ def tasks_list(request: HttpRequest, filters: Query[TaskFilters]) -> dict:
 @router.get("/{task_id}", response=TaskDetailOut, summary="One task with its sessions")
 def tasks_detail(request: HttpRequest, task_id: int) -> dict:
     task = _task_or_404(task_id)
+    questions = task_questions(task_id=task.pk)
     return {
         **_task_out(task),
         "created_by": task.created_by,
         "sessions": [session_brief(s) for s in task_sessions(task=task)],
         "todos": [todo_dict(t) for t in task_todos(task_id=task.pk)],
+        "waiting": next((_question_out(q) for q in questions if q.state == "pending"), None),
+        "questions": [_question_out(q) for q in questions],
     }
+
+
+class AnswerIn(Schema):
+    answer: str = Field(..., max_length=MAX_ANSWER_CHARS)
+
+
+class ApprovalIn(Schema):
+    decision: Literal["approve", "deny"]
+    reason: str = Field("", max_length=2000)
+
+
+@router.post(
+    "/{task_id}/answer",
+    response=TaskDetailOut,
+    summary="Answer the question a task waits on (ask_user); the task resumes",
+)
+def tasks_answer(request: HttpRequest, task_id: int, payload: AnswerIn) -> dict:
+    _task_or_404(task_id)
+    task_answer(task_id=task_id, answer=payload.answer, by=request_actor(request), via="api")
+    return tasks_detail(request, task_id)
+
+
+@router.post(
+    "/{task_id}/approval",
+    response=TaskDetailOut,
+    summary="Approve or deny the tool call a task waits on (require_approval)",
+)
+def tasks_approval(request: HttpRequest, task_id: int, payload: ApprovalIn) -> dict:
+    _task_or_404(task_id)
+    task_decide_approval(
+        task_id=task_id,
+        decision=payload.decision,
+        reason=payload.reason,
+        by=request_actor(request),
+        via="api",
+    )
+    return tasks_detail(request, task_id)
 
 
 @router.post("/{task_id}/cancel", response=TaskOut, summary="Cancel a pending or running task")

@@ -18,6 +18,7 @@ from teams.services import teammessage_send
 
 from .models import Task
 from .services import task_mark_stall_escalated, tasks_reap_expired_leases
+from .services.waiting import questions_expire
 
 logger = logging.getLogger("tasks.stalls")
 LOG_LINES = 50  # per run and level; the stats carry the full counts
@@ -29,6 +30,13 @@ REAP_EVERY_SECONDS = 5.0
 @clock_job("reap-expired-leases", every_seconds=REAP_EVERY_SECONDS, order=10)
 def reap_expired_leases(now: datetime) -> dict:
     return tasks_reap_expired_leases(now=now)
+
+
+@clock_job("question-timeouts", every_seconds=REAP_EVERY_SECONDS, order=15)
+def expire_questions(now: datetime) -> dict:
+    """A task waiting for a person longer than its team's `ask_user.timeout_seconds` gets
+    the default answer or fails."""
+    return questions_expire(now=now)
 
 
 @clock_job("stall-detector", every_seconds=settings.OPENHIVE["STALL_CHECK_SECONDS"], order=30)

@@ -26,11 +26,15 @@ class Task(models.Model):
         DONE = "done"
         FAILED = "failed"
         CANCELLED = "cancelled"
+        # Paused until a person answers (`ask_user`) or an operator decides on a call: no
+        # worker, no lease, no slot of the team's cap (see `UserQuestion`).
+        WAITING_FOR_USER = "waiting_for_user"
+        WAITING_FOR_APPROVAL = "waiting_for_approval"
 
     team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="tasks")
     type = models.CharField(max_length=16, choices=Type.choices, default=Type.DELEGATE)
     priority = models.PositiveSmallIntegerField(choices=Priority.choices, default=Priority.NORMAL)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.PENDING)
     text = models.TextField()
     result = models.TextField(blank=True, default="")
     options = models.JSONField(default=dict, blank=True)
@@ -108,3 +112,64 @@ class TaskTodo(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.task_id}.{self.position} {'[x]' if self.done else '[ ]'} {self.text[:40]}"
+
+
+class UserQuestion(models.Model):
+    """What a paused task waits for, and the audit of how it ended: a question to the person
+    the work came from (`ask_user`), or a call an operator must approve (`require_approval`).
+    The paused session's conversation is kept here (scrubbed) so any worker can resume it."""
+
+    class Kind(models.TextChoices):
+        QUESTION = "question"
+        APPROVAL = "approval"
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        ANSWERED = "answered"
+        APPROVED = "approved"
+        DENIED = "denied"
+        # The timeout gave the team's default answer; or, without a default, failed the task.
+        DEFAULTED = "defaulted"
+        EXPIRED = "expired"
+        # The task ended otherwise (cancelled) while it waited.
+        CLOSED = "closed"
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="questions")
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="questions")
+    session = models.ForeignKey(
+        "engine.Session", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    text = models.TextField(blank=True, default="")
+    options = models.JSONField(default=list, blank=True)
+    tool = models.CharField(max_length=100, blank=True, default="")
+    arguments = models.JSONField(default=dict, blank=True)
+    # Where the question was sent (the chat the work came from), if anywhere.
+    channel_id = models.CharField(max_length=200, blank=True, default="")
+    topic = models.ForeignKey(
+        "chat.Topic", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The conversation at the pause, the waiting call and the calls after it.
+    resume_state = models.JSONField(default=dict, blank=True)
+    answer = models.TextField(blank=True, default="")
+    reason = models.TextField(blank=True, default="")
+    decided_by = models.CharField(max_length=150, blank=True, default="")
+    decided_via = models.CharField(max_length=20, blank=True, default="")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    # The resumed run took it (so it is given once).
+    resumed_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    default_answer = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["state", "expires_at"], name="question_state_expiry_idx"),
+            models.Index(fields=["channel_id", "state"], name="question_channel_idx"),
+        ]
+
+    def __str__(self) -> str:
+        what = self.text[:60] if self.kind == self.Kind.QUESTION else f"approve {self.tool}"
+        return f"#{self.pk} · task #{self.task_id} · {self.kind} · {self.state}: {what}"

@@ -33,9 +33,12 @@ from .services import (
     task_renew_lease,
 )
 from .services.claims import batch_owner, task_claim_batch
+from .services.waiting import resume_for, task_wait
 
 # `_execute`'s word for a task put back in the queue to wait for its model provider.
 DEFERRED = "deferred"
+# ... and for a task that now waits for a person (its session paused; see services.waiting).
+WAITING = "waiting"
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +150,8 @@ def run_claimed(task: Task, worker: str) -> str:
         renewer.join(timeout=5)
     if status == DEFERRED:
         return Task.Status.PENDING
+    if status == WAITING:
+        return Task.objects.filter(pk=task_id).values_list("status", flat=True).first() or status
     finished = task_finish(
         task_id=task_id,
         worker=worker,
@@ -183,7 +188,14 @@ def _execute(task: Task, worker: str) -> tuple[str, str, str]:
         # A trigger that names a subagent runs it directly: no orchestrator call decides.
         subagent=str(task.options.get("subagent") or "") or None,
         skills=skills,
+        # A task whose session paused for a person continues that session.
+        resume=resume_for(task),
     )
+    if outcome.pause is not None:
+        task_wait(
+            task_id=task.pk, worker=worker, session_id=outcome.session_id, pause=outcome.pause
+        )
+        return WAITING, "", outcome.stop_reason
     if outcome.transient:
         return _provider_down(task, worker, outcome)
     if outcome.ok and task.type == Task.Type.BOOTSTRAP:

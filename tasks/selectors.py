@@ -12,7 +12,7 @@ from openhive.engine.models import Session
 from teams.config import TeamConfig, config_path, load_team_config
 from teams.models import Team
 
-from .models import OrgOpLock, Task, TaskTodo
+from .models import OrgOpLock, Task, TaskTodo, UserQuestion
 from .timing import ready_q, redispatch_cutoff
 
 STALE_IN_FLIGHT_MS = 600_000
@@ -202,10 +202,17 @@ def tasks_admissible(*, now: datetime, limit: int) -> list[int]:
 
 
 def in_flight_tasks(*, team: Team) -> list[dict]:
-    """The team's pending and running work, most urgent first (the overlap policies' view)."""
+    """The team's unfinished work (pending, running, or waiting for a person), most urgent
+    first (the overlap policies' view)."""
     now = timezone.now()
     rows = Task.objects.filter(
-        team=team, status__in=[Task.Status.PENDING, Task.Status.RUNNING]
+        team=team,
+        status__in=[
+            Task.Status.PENDING,
+            Task.Status.RUNNING,
+            Task.Status.WAITING_FOR_USER,
+            Task.Status.WAITING_FOR_APPROVAL,
+        ],
     ).order_by("-status", "priority", "created_at", "id")
     out = []
     for t in rows:
@@ -217,3 +224,22 @@ def in_flight_tasks(*, team: Team) -> list[dict]:
             entry["stale"] = True
         out.append(entry)
     return out
+
+
+def task_questions(*, task_id: int) -> list[UserQuestion]:
+    """What the task asked and how each ended, oldest first (the pending one last)."""
+    return list(
+        UserQuestion.objects.filter(task_id=task_id)
+        .select_related("team")
+        .order_by("created_at", "id")
+    )
+
+
+def questions_waiting(*, team=None) -> QuerySet[UserQuestion]:
+    """Open questions and approval requests, oldest first: what people still have to answer."""
+    rows = UserQuestion.objects.filter(state=UserQuestion.State.PENDING).select_related(
+        "team", "task"
+    )
+    if team is not None:
+        rows = rows.filter(team=team)
+    return rows.order_by("created_at", "id")

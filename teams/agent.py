@@ -12,7 +12,7 @@ from openhive.engine.budgets import TriggerWindow
 from openhive.engine.models import Session
 from openhive.engine.providers import resolve_profile
 from openhive.engine.session import run_session
-from openhive.engine.spec import AgentSpec, EventSink, SessionOutcome, SessionRequest
+from openhive.engine.spec import AgentSpec, EventSink, Resume, SessionOutcome, SessionRequest
 
 from .config import load_team_config
 from .models import MAIN_TEAM, Team
@@ -96,6 +96,7 @@ def agent_spec_for(
         max_turns=max_turns or config.max_turns,
         timeout_seconds=timeout_seconds,
         budgets=config.budgets if config.budgets.any() else None,
+        require_approval=tuple(config.require_approval),
     )
 
 
@@ -147,8 +148,10 @@ def run_team_session(
     subagent: str | None = None,
     depth: int = 1,
     skills: Iterable[str] = (),
+    resume: Resume | None = None,
 ) -> SessionOutcome:
-    """`origin` is what the queue kept of the session that asked for this work
+    """With `resume`, the session continues a paused one (see `openhive.engine.pausing`).
+    `origin` is what the queue kept of the session that asked for this work
     (`parent_session_id`, `parent_task_id`, `trace`). With `subagent` the session runs as
     that subagent (kind `subagent`) at nesting `depth`."""
     origin = origin or {}
@@ -163,6 +166,8 @@ def run_team_session(
             "subagent": subagent or None,
             "depth": depth if subagent else None,
             "skills": skills or None,
+            # The paused session this one continues: the task's story links the two.
+            "resumed_from": resume.session_id if resume is not None else None,
         }.items()
         if v is not None
     }
@@ -183,6 +188,7 @@ def run_team_session(
         trace=dict(origin.get("trace") or {}),
         trigger_window=trigger_window,
         spec_options=spec_options,
+        resume=resume,
     )
     return run_session(
         request,

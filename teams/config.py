@@ -86,6 +86,16 @@ class McpServerConfig(BaseModel):
         return self
 
 
+class AskUserConfig(BaseModel):
+    """How long a task waits for a person's answer (`ask_user`, an approval), and what happens
+    then: the `default` answer is given (the task resumes), or without one the task fails."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_seconds: int = Field(default=86_400, ge=1, le=90 * 86_400)
+    default: str | None = Field(default=None, min_length=1, max_length=2000)
+
+
 # A server name becomes part of tool names (`mcp__{server}__{tool}`, at most 64 characters).
 McpServerName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,19}$")]
 
@@ -111,6 +121,10 @@ class TeamConfig(BaseModel):
     # MCP servers by the name their tools carry: a definition, or the name of a server the
     # operator defined in the data dir's config/mcp_servers.yaml.
     mcp_servers: dict[McpServerName, McpServerConfig | str] = Field(default_factory=dict)
+    # Waiting for a person: the timeout of a question or an approval, and its default answer.
+    ask_user: AskUserConfig = Field(default_factory=AskUserConfig)
+    # Tools (globs, matched like allowed_tools) whose calls wait for an operator's approval.
+    require_approval: list[str] = Field(default_factory=list)
 
 
 def config_path(name: str) -> Path:

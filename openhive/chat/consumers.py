@@ -27,6 +27,7 @@ from trust.services import api_token_authenticate
 from . import selectors, services
 from .close_reason import install as install_close_reason
 from .dbpool import db, on_turn_thread
+from .intercept import intercept_inbound
 from .models import Topic
 from .outbox_hub import outbox_hub
 from .topics import Routed
@@ -182,6 +183,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         try:
             if routed.topics_changed:
                 await self.topics_changed_everywhere()
+            # An answer to a waiting task (or an approval) is not a turn for the main agent.
+            taken = await db(intercept_inbound)(
+                topic=routed.topic,
+                message=inbound.message,
+                sender_id=self.sender.sender_id,
+                operator=self.is_staff,
+            )
+            if taken is not None:
+                await self.send_json(_turn_payload(TurnResult(True, routed.topic, taken)))
+                return
             result = await self._turn(routed, inbound)
             if result.topic_moved:
                 await self.topics_changed_everywhere()
@@ -309,6 +320,8 @@ def _outbox_payload(item, *, staff: bool = False) -> dict:
     }
     if topic is not None:
         payload["topic_name"] = topic.name
+    if item.data:  # a waiting task's question or approval request: what a client shows
+        payload["question"] = item.data
     if staff and item.task_id is not None:
         payload["task_url"] = reverse("admin:tasks_task_change", args=[item.task_id])
     return payload

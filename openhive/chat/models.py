@@ -84,6 +84,9 @@ class OutboxMessage(models.Model):
         RESPONSE = "response"
         RESULT = "result"
         ESCALATION = "escalation"
+        # A paused task asks the person (`ask_user`) or an operator (an approval).
+        QUESTION = "question"
+        APPROVAL = "approval"
 
     channel_id = models.CharField(max_length=200)
     topic = models.ForeignKey(
@@ -100,6 +103,8 @@ class OutboxMessage(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    # Structured detail for clients (a question's id, options, the tool awaiting approval).
+    data = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -10,6 +10,10 @@ if TYPE_CHECKING:
     from openhive.core.registry import ToolSpec
 
 
+# Tools that pause the session to wait for a person: offered only where a session can pause.
+PAUSING_TOOLS = frozenset({"ask_user"})
+
+
 class TeamRef(Protocol):
     pk: Any
     name: str
@@ -34,6 +38,14 @@ class ToolContext:
     # The tools this session offers, by name (declared and run-time ones). A tool may add to
     # it for the rest of the session (a skill bringing in its tools); the loop re-offers them.
     tools: dict[str, ToolSpec] = field(default_factory=dict)
+    # A task's own session can pause and wait for a person (`ask_user`, an approval); a chat
+    # turn, a query or a subagent's session cannot. A tool asks for the pause by calling
+    # `request_pause`: the loop stops after the call with stop reason `waiting`.
+    pausable: bool = False
+    pause: dict[str, Any] | None = None
+
+    def request_pause(self, kind: str, **details: Any) -> None:
+        self.pause = {"kind": kind, **details}
 
     @property
     def caller(self) -> str:

@@ -26,6 +26,8 @@ class Session(models.Model):
         # stopped on purpose and handed the task back (serve's shutdown, a lost database).
         WORKER_DIED = "worker_died"
         INTERRUPTED = "interrupted"
+        # Paused to wait for a person (ask_user, an approval); a new session resumes it.
+        WAITING = "waiting"
 
     team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="sessions")
     task = models.ForeignKey(

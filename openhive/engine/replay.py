@@ -30,7 +30,7 @@ from .models import LlmExchange, Session, ToolCall
 from .providers import ProviderProfile
 from .replaydiff import message_view, normalise, short_diff, text_of
 from .session import run_session
-from .spec import AgentSpec, SessionRequest
+from .spec import AgentSpec, Resume, SessionRequest
 from .tool_calls import call_tool
 
 Kind = LlmExchange.Kind
@@ -133,6 +133,17 @@ def recorded_request(calls: list[RecordedCall]) -> tuple[str, list[dict]]:
     if not body:
         return "", []
     return text_of(body[-1].get("content")), body[:-1]
+
+
+def resumed_request(session: Session, calls: list[RecordedCall]) -> Resume | None:
+    """A session that continued a paused one starts from the conversation its first step
+    sent (the tool calls it ran before that are in that request already)."""
+    resumed_from = (session.spec_options or {}).get("resumed_from")
+    first = next((c for c in calls if c.kind != Kind.COMPACTION), None)
+    if not resumed_from or first is None:
+        return None
+    body = tuple(m for m in first.request if m.get("role") != "system")
+    return Resume(session_id=int(resumed_from), messages=body)
 
 
 # --- comparing ---------------------------------------------------------------------------------
@@ -349,6 +360,7 @@ def replay_session(
         topic_id=session.topic_id,
         history=history,
         spec_options=dict(session.spec_options or {}),
+        resume=resumed_request(session, calls),
     )
 
     def spec() -> AgentSpec:

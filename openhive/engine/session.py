@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connections
 
 from openhive.core import logcontext
-from openhive.core.context import ToolContext
+from openhive.core.context import PAUSING_TOOLS, ToolContext
 from openhive.core.db import RESET_ERRORS
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import get_scrubber, sensitive_values
@@ -29,6 +29,7 @@ from .budgets import BudgetExceeded, BudgetGuard, BudgetScope, Estimate, estimat
 from .lineage import Origin, running
 from .model import ModelPort, ResilientModel
 from .models import LlmExchange, Session
+from .pausing import Paused, approval_gate, pause_state, tool_requested_pause
 from .recorder import SessionRecorder, digest
 from .spec import AgentSpec, SessionOutcome, SessionRequest
 from .tokens import TokenCounter
@@ -105,7 +106,9 @@ def _run(
             loop = _Loop(request, agent, recorder, model or ResilientModel(), effects, tool_runner)
             return recorder.finish(Stop.COMPLETED, loop.run(), "", effects)
     except _Stopped as stop:
-        outcome = recorder.finish(stop.reason, str(stop), str(stop), effects)
+        waiting = stop.reason == Stop.WAITING
+        outcome = recorder.finish(stop.reason, str(stop), "" if waiting else str(stop), effects)
+        outcome.pause = stop.details.get("pause")  # type: ignore[assignment]
         outcome.transient = bool(stop.details.get("transient"))
         outcome.retry_after = stop.details.get("retry_after")  # type: ignore[assignment]
         outcome.budget = str(stop.details.get("budget") or "")
@@ -136,7 +139,9 @@ class _Loop:
     ) -> None:
         self.request, self.agent, self.recorder, self.model = request, agent, recorder, model
         self.tool_runner = tool_runner
-        self.schemas = [spec.function_schema() for spec in agent.tools]
+        # Only a session that can wait is offered the tools that make it wait.
+        tools = [s for s in agent.tools if request.pausable or s.name not in PAUSING_TOOLS]
+        self.schemas = [spec.function_schema() for spec in tools]
         self.tools_digest = digest(self.schemas)
         self.ctx = ToolContext(
             team=agent.team,
@@ -145,9 +150,10 @@ class _Loop:
             source_channel=request.source_channel,
             topic_id=request.topic_id,
             actor=request.actor or agent.name,
-            allowed_tools=[spec.name for spec in agent.tools],
+            allowed_tools=[spec.name for spec in tools],
             effects=effects,
-            tools={spec.name: spec for spec in agent.tools},
+            tools={spec.name: spec for spec in tools},
+            pausable=request.pausable,
         )
         self.offered = tuple(self.ctx.tools)
         timeout = agent.timeout_seconds
@@ -174,7 +180,11 @@ class _Loop:
         messages: list[dict] = [
             {**m, "content": scrubber.data(m["content"])} for m in self.agent.system_messages
         ]
-        messages += [*self.request.history, {"role": "user", "content": self.request.content}]
+        if self.request.resume is None:
+            messages += [*self.request.history, {"role": "user", "content": self.request.content}]
+        else:  # a paused session continues: its conversation, then the rest of its calls
+            messages += [dict(m) for m in self.request.resume.messages]
+            self.run_calls(messages, list(self.request.resume.calls))
         for turn in range(1, self.agent.max_turns + 1):
             # Before every model call the flag is read afresh (a cancelled task never pays for
             # another call); before a tool call, only if the last read is older than the poll.
@@ -192,14 +202,24 @@ class _Loop:
             calls = reply.message.get("tool_calls") or []
             if not calls:
                 return reply.message.get("content") or ""
-            for call in calls:
-                self.check_stop()
-                messages.append(self.call(call))
+            self.run_calls(messages, calls)
         raise _Stopped(
             Stop.MAX_TURNS,
             f"[Session stopped after {self.agent.max_turns} turns without a final answer; the "
             "work may be partly done: check the tool calls in the audit.]",
         )
+
+    def run_calls(self, messages: list[dict], calls: list[dict]) -> None:
+        """Run a reply's tool calls in order. A call that waits for a person stops the
+        session here: the pause keeps the conversation so far and the calls still to run."""
+        for index, call in enumerate(calls):
+            self.check_stop()
+            try:
+                messages.append(self.call(call))
+            except Paused as paused:
+                # Kept outside the session's records: no secret may be in it either.
+                pause = self.recorder.scrubber().data(pause_state(paused, messages, calls, index))
+                raise _Stopped(Stop.WAITING, paused.text, pause=pause) from None
 
     # --- before the call: the tools offered, the context window and the budgets --------------
 
@@ -321,12 +341,21 @@ class _Loop:
         name = call["function"]["name"]
         arguments = call["function"].get("arguments") or "{}"
         self.emit({"event": "tool_call", "name": name})
+        # A tool this session may not call is refused below, not put up for approval.
+        gated = (
+            approval_gate(self.agent, self.request, name, call) if name in self.ctx.tools else None
+        )
+        if gated is not None:
+            return gated
         with (
             tracing.tool_span(name, call.get("id") or "") as span,
             running(Origin(self.recorder.session_id, self.request.task_id)),
         ):
             result = self.tool_runner(self.ctx, name, arguments)
             span.set_attribute("openhive.success", bool(result.get("success")))
+        if self.ctx.pause is not None:
+            pause, self.ctx.pause = self.ctx.pause, None
+            raise tool_requested_pause(pause)
         event = {"event": "tool_result", "name": name, "success": result["success"]}
         if not result["success"]:
             # The person watching sees why it failed, as the model does (secrets replaced).

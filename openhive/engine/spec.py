@@ -32,6 +32,21 @@ class AgentSpec:
     timeout_seconds: float | None = None
     # The team's budgets (task, daily, trigger window); the org-wide cap is read by the engine.
     budgets: Budgets | None = None
+    # Tool globs whose calls wait for an operator's approval (the team's `require_approval`).
+    require_approval: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a paused session stopped, to continue it in a new session: the conversation up
+    to the pause (no system messages: the new session builds its own prompt), then `calls`
+    of the paused reply still to run, in order, before the next model call. `approved` are
+    call ids an operator approved: they run without asking again."""
+
+    session_id: int
+    messages: tuple[dict, ...]
+    calls: tuple[dict, ...] = ()
+    approved: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -58,6 +73,13 @@ class SessionRequest:
     trigger_window: TriggerWindow | None = None
     # How the caller shaped the spec (only_tools, topic_name, max_turns), kept for replay.
     spec_options: dict[str, Any] = field(default_factory=dict)
+    # Continue a paused session instead of starting from `content` and `history`.
+    resume: Resume | None = None
+
+    @property
+    def pausable(self) -> bool:
+        """Only a task's own session can wait for a person: its state is the task's."""
+        return self.kind == Session.Kind.TASK and self.task_id is not None
 
 
 @dataclass
@@ -77,6 +99,9 @@ class SessionOutcome:
     # The error as a sentence for a person chatting (no exception names or developer advice);
     # `error` keeps the operator's detail.
     plain_error: str = ""
+    # The session stopped to wait for a person (stop reason `waiting`): what it waits for
+    # (`kind`, the question or the call) and where to resume (`messages`, `call`, `calls`).
+    pause: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -1,7 +1,7 @@
 """Registers the built-in tool families with the tool registry: the project's discovery imports
 every installed app's `tools` module, and this one imports the families."""
 
-from . import files, filesearch, history, shell, skills, web
+from . import asking, files, filesearch, history, shell, skills, web
 from .plugins import tools as plugins
 
-FAMILIES = (files, filesearch, history, shell, skills, web, plugins)
+FAMILIES = (asking, files, filesearch, history, shell, skills, web, plugins)

@@ -9,7 +9,7 @@ import socket
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -25,10 +25,11 @@ from openhive.engine.services import sessions_close_abandoned
 from teams.models import TeamMessage
 from teams.services import team_mark_bootstrapped, teammessage_send
 
-from ..models import Task
+from ..models import Task, UserQuestion
 from ..signals import task_finished
 from ..timing import defer_delay, lease_until, redispatch_cutoff
 from ..wake import wake_workers
+from .claims import end_held
 
 PRIORITY_NAMES = {p.label: p.value for p in Task.Priority}
 RESULT_LIMIT = 10_000
@@ -155,7 +156,7 @@ def _finish_held(
         "lease_expires_at": None,
     }
     with transaction.atomic(durable=True):
-        moved = _update_held(task.pk, worker, fields)
+        moved = end_held(task.pk, worker, fields)
         if not moved:
             return None
         task.status, task.stop_reason, task.result = status, stop_reason, result
@@ -163,30 +164,6 @@ def _finish_held(
         task.lease_owner, task.lease_expires_at = "", None
         _after_end(task, status=status, stop_reason=stop_reason)
     return task
-
-
-def _update_held(task_id: int, worker: str, fields: dict) -> int:
-    """One UPDATE, written once rather than compiled by the ORM for every task. On
-    PostgreSQL it commits without waiting for the WAL flush (one fsync per task would cap a
-    worker at a few hundred tasks a second) unless OPENHIVE_QUEUE_SYNC_FINISH: a database
-    crash in the next fraction of a second can then lose the end, and the task, still
-    running under its lease, is put back by the reaper -- it runs again, it is never lost."""
-    ops = connection.ops
-    table = ops.quote_name(Task._meta.db_table)
-    values = [ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v
-              for v in fields.values()]  # fmt: skip
-    assignments = ", ".join(f"{ops.quote_name(name)} = %s" for name in fields)
-    prefix = source = ""
-    if connection.vendor == "postgresql" and not settings.OPENHIVE["QUEUE_SYNC_FINISH"]:
-        prefix = "WITH async AS (SELECT set_config('synchronous_commit', 'off', true)) "
-        source = "FROM async "
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"{prefix}UPDATE {table} SET {assignments} {source}"
-            "WHERE id = %s AND status = %s AND lease_owner = %s",
-            [*values, task_id, Task.Status.RUNNING, worker],
-        )
-        return cursor.rowcount
 
 
 @transaction.atomic
@@ -331,8 +308,13 @@ def task_cancel(*, task_id: int, reason: str = "cancelled") -> Task:
     task = Task.objects.select_for_update().filter(pk=task_id).first()
     if task is None:
         raise NotFound(f"task {task_id} not found")
-    if task.status not in (Task.Status.PENDING, Task.Status.RUNNING):
+    waiting = (Task.Status.WAITING_FOR_USER, Task.Status.WAITING_FOR_APPROVAL)
+    if task.status not in (Task.Status.PENDING, Task.Status.RUNNING, *waiting):
         raise Conflict(f"task {task_id} is already {task.status}", code="not_cancellable")
+    # Whatever it waited for is closed with it.
+    UserQuestion.objects.filter(task_id=task_id, state=UserQuestion.State.PENDING).update(
+        state=UserQuestion.State.CLOSED, decided_at=timezone.now()
+    )
     _end(
         task,
         status=Task.Status.CANCELLED,

@@ -125,6 +125,15 @@ def _task_todo() -> Model:
     return TaskTodo.objects.create(task=TaskFactory(), position=1, text="Check the disk")
 
 
+def _user_question() -> Model:
+    from tasks.models import UserQuestion
+
+    task = TaskFactory(status="waiting_for_user")
+    return UserQuestion.objects.create(
+        task=task, team=task.team, kind="question", text="Which disk?", options=["sda", "sdb"]
+    )
+
+
 MAKERS: dict[str, Callable[[], Model]] = {
     "tools.mcpserverstatus": _mcp_server_status,
     "tools.ratelimitbucket": _rate_limit_bucket,
@@ -136,6 +145,7 @@ MAKERS: dict[str, Callable[[], Model]] = {
     "teams.scopekeyword": ScopeKeywordFactory,
     "tasks.task": TaskFactory,
     "tasks.tasktodo": _task_todo,
+    "tasks.userquestion": _user_question,
     "triggers.triggerconfig": TriggerConfigFactory,
     "triggers.triggerevent": _trigger_event,
     "memory.memory": MemoryFactory,

@@ -190,3 +190,18 @@ def test_dedup_history_is_pruned_after_its_retention(make_trigger, clock):
     trigger_fire(trigger_id=trigger.pk, event_key="new", now=clock.now + timedelta(days=3))
     assert trigger_event_cleanup(clock.now + timedelta(days=3)) == {"trigger_events_pruned": 1}
     assert list(TriggerEvent.objects.values_list("key", flat=True)) == ["new"]
+
+
+def test_a_run_waiting_for_a_person_still_counts_as_the_triggers_run_in_progress(
+    make_trigger, clock
+):
+    trigger = make_trigger(overlap_policy="always-skip")
+    first = trigger_fire(trigger_id=trigger.pk, event_key="a", now=clock.now)
+    Task.objects.filter(pk=first.task_id).update(status=Task.Status.WAITING_FOR_USER)
+    assert trigger_fire(trigger_id=trigger.pk, event_key="b", now=clock.advance(60)).outcome == (
+        "skipped"
+    )
+    assert trigger_test(trigger=trigger).outcome == "skipped"
+    from tasks.selectors import in_flight_tasks
+
+    assert [t["task_id"] for t in in_flight_tasks(team=trigger.team)] == [first.task_id]

@@ -15,7 +15,7 @@ from openhive.core.errors import Conflict
 from tasks.models import Task
 from tasks.services import task_cancel, task_enqueue
 
-from ..decisions import overlap_decision, rate_limit_allows
+from ..decisions import TERMINAL_TASK_STATES, overlap_decision, rate_limit_allows
 from ..models import TriggerConfig, TriggerEvent
 from ..notify import NOTIFY_INSTRUCTION
 from .manage import trigger_alert
@@ -190,7 +190,8 @@ def trigger_test(*, trigger: TriggerConfig, max_turns: int | None = None) -> Fir
     a test run is never tracked as the active task and never counts for the breaker."""
     trigger = TriggerConfig.objects.select_for_update().select_related("team").get(pk=trigger.pk)
     status = _active_status(trigger)
-    in_flight = status in (Task.Status.PENDING, Task.Status.RUNNING)
+    # A run waiting for a person is still this trigger's run in progress.
+    in_flight = status is not None and status not in TERMINAL_TASK_STATES
     replaced = None
     if in_flight and trigger.overlap_policy in ("always-skip", "skip-then-replace"):
         return FireResult("skipped", task_id=trigger.active_task_id)

@@ -37,6 +37,7 @@ def outbox_put(
     task_id: int | None = None,
     kind: str = OutboxMessage.Kind.NOTIFICATION,
     task_status: str = "",
+    data: dict | None = None,
 ) -> OutboxMessage:
     content = scrub(content)
     # A topic that was deleted meanwhile must not make the producer's transaction fail.
@@ -59,6 +60,7 @@ def outbox_put(
         task_id=task_id,
         kind=kind,
         message=message,
+        data=data or {},
     )
     transaction.on_commit(lambda: _wake(channel_id))
     return item
