@@ -180,6 +180,8 @@ OPENHIVE = {
     "DEFAULT_MAX_TURNS": env.int("OPENHIVE_MAX_TURNS", default=50),
     "LEASE_SECONDS": env.int("OPENHIVE_LEASE_SECONDS", default=60),
     "TASK_MAX_ATTEMPTS": env.int("OPENHIVE_TASK_MAX_ATTEMPTS", default=3),
+    # PostgreSQL: a task's end is committed without waiting for the WAL flush (see README).
+    "QUEUE_SYNC_FINISH": env.bool("OPENHIVE_QUEUE_SYNC_FINISH", default=True),
     "ENGINE_TICK_SECONDS": env.float("OPENHIVE_ENGINE_TICK", default=0.25),
     # A dispatched task that no worker claimed within this time is handed out again.
     "REDISPATCH_SECONDS": env.int("OPENHIVE_REDISPATCH_SECONDS", default=120),

@@ -8,11 +8,11 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.utils import timezone
 
 from openhive.core.db import RESET_ERRORS, reconnecting, reconnects
 from openhive.engine import tracing
@@ -32,8 +32,8 @@ from .services import (
     task_release_dispatch,
     task_renew_lease,
 )
+from .services.claims import batch_owner, task_claim_batch
 from .services.waiting import resume_for, task_wait
-from .timing import ready_q
 
 # `_execute`'s word for a task put back in the queue to wait for its model provider.
 DEFERRED = "deferred"
@@ -74,49 +74,40 @@ def run_task(task_id: int) -> str:
 
 
 def run_next_task(worker: str | None = None) -> str | None:
-    """Pull mode (`manage.py openhive worker`): claim the most urgent admissible task of any
-    team and run it; None when there is nothing to run. On PostgreSQL a team another worker
-    is claiming for right now is skipped (`SKIP LOCKED`), not waited for."""
-    worker = worker or worker_id()
-    seen: set[int] = set()
-    candidates = (
-        Task.objects.filter(status=Task.Status.PENDING)
-        .filter(ready_q(timezone.now()))
-        .order_by("priority", "created_at", "id")
-        .values_list("team_id", "team__name")[:200]
+    """Claim the most urgent admissible task of any team and run it in this thread; None
+    when there is nothing to run. (`manage.py openhive worker` claims in batches for all its
+    threads at once: `tasks.pull`.) `worker` prefixes the lease owner, which is unique to
+    this claim."""
+    owner = f"{worker}:{uuid.uuid4().hex[:8]}" if worker else batch_owner()
+    before = reconnects()
+    claimed = task_claim_batch(worker=owner, limit=1)
+    if not claimed:
+        if reconnects() != before:
+            _release_unheard_claims(owner)
+        return None
+    return run_pulled(claimed[0], owner)
+
+
+def run_pulled(task: Task, worker: str) -> str:
+    """Run a task a pull worker claimed: its claim span continues the trace of whoever
+    queued it, then the session runs under it."""
+    with tracing.queue_claim_span(
+        team=task.team.name, task_id=task.pk, carrier=(task.options or {}).get("trace")
+    ) as span:
+        span.set_attribute("openhive.claimed", True)
+        _continue_trace(task)
+    started = time.monotonic()
+    status = run_claimed(task, worker)
+    # One line per task, for the operator watching a `worker`.
+    logger.info(
+        "task #%d (%s) %s in %.1f s", task.pk, task.team.name, status, time.monotonic() - started
     )
-    for team_id, team_name in candidates:
-        if team_id in seen:
-            continue
-        seen.add(team_id)
-        with tracing.queue_claim_span(team=team_name, task_id=None, carrier=None) as span:
-            before = reconnects()
-            task = task_claim_next(
-                team_id=team_id, team_name=team_name, worker=worker, skip_locked=True
-            )
-            if task is None and reconnects() != before:
-                _release_unheard_claims(worker)
-            span.set_attribute("openhive.claimed", task is not None)
-            _continue_trace(task)
-        if task is not None:
-            started = time.monotonic()
-            status = run_claimed(task, worker)
-            # One line per task, for the operator watching a `worker`.
-            logger.info(
-                "task #%d (%s) %s in %.1f s",
-                task.pk,
-                team_name,
-                status,
-                time.monotonic() - started,
-            )
-            return status
-    return None
+    return status
 
 
 def _release_unheard_claims(worker: str) -> None:
     """A claim whose commit reached the database but whose reply was lost with the connection
-    leaves a task running under this worker's name that nobody runs: this thread holds
-    nothing now, so whatever it holds goes straight back."""
+    leaves a task running under this claim's owner that nobody runs: it goes straight back."""
     for task_id in Task.objects.filter(status=Task.Status.RUNNING, lease_owner=worker).values_list(
         "id", flat=True
     ):
@@ -162,7 +153,12 @@ def run_claimed(task: Task, worker: str) -> str:
     if status == WAITING:
         return Task.objects.filter(pk=task_id).values_list("status", flat=True).first() or status
     finished = task_finish(
-        task_id=task_id, worker=worker, status=status, result=result, stop_reason=stop_reason
+        task_id=task_id,
+        worker=worker,
+        status=status,
+        result=result,
+        stop_reason=stop_reason,
+        held=task,
     )
     if finished is None:  # cancelled, or lost to the reaper: that status stands
         return Task.objects.filter(pk=task_id).values_list("status", flat=True).first() or status

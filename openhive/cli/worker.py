@@ -1,5 +1,7 @@
-"""`worker`: a pull-mode queue worker. Each thread claims the most urgent admissible task of
-any team straight from the task table (no broker) and runs it; run as many processes on as
+"""`worker`: a pull-mode queue worker. It claims the most urgent admissible tasks of any teams
+straight from the task table (no broker), as many at once as it has idle threads, and runs
+them; an idle worker wakes within milliseconds of an enqueue (LISTEN/NOTIFY on PostgreSQL, a
+watched file on SQLite); run as many processes on as
 many machines as you like beside (or instead of) the django-q2 cluster. Expired leases are
 reaped here too, so a killed worker's task comes back even without an engine loop."""
 
@@ -17,7 +19,8 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connections
 
 from openhive.engine.llm import get_litellm
-from tasks.runner import run_next_task, worker_id
+from tasks.pull import PullWorker
+from tasks.runner import run_pulled, worker_id
 from tasks.services import tasks_reap_expired_leases
 
 from .base import Verb
@@ -39,7 +42,11 @@ class Worker(Verb):
             help="tasks run at once (default OPENHIVE_WORKERS)",
         )
         parser.add_argument(
-            "--poll", type=float, default=0.2, help="seconds between looks at an empty queue"
+            "--poll",
+            type=float,
+            default=0.2,
+            help="at most this many seconds between looks at an empty queue (new work wakes "
+            "the worker at once)",
         )
         parser.add_argument(
             "--exit-when-idle",
@@ -55,47 +62,22 @@ class Worker(Verb):
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
         idle_limit = options["exit_when_idle"]
-        last_work = [time.monotonic()]
-        self._busy = 0
-        self._busy_lock = threading.Lock()
-        threads = [
-            threading.Thread(
-                target=self._loop, args=(stop, options["poll"], last_work), name=f"worker-{i}"
-            )
-            for i in range(max(1, options["threads"]))
-        ]
-        for thread in threads:
-            thread.start()
-        command.stdout.write(f"worker {worker_id()} running {len(threads)} thread(s)")
+        pull = PullWorker(
+            threads=options["threads"], execute=run_pulled, poll=options["poll"], stop=stop
+        )
+        pull.start()
+        command.stdout.write(f"worker {worker_id()} running {pull.threads} thread(s)")
         reap_every = max(1.0, settings.OPENHIVE["LEASE_SECONDS"] / 2)
-        while not stop.wait(reap_every if not idle_limit else min(reap_every, 0.2)):
-            try:
-                tasks_reap_expired_leases()
-            except Exception:  # a database blip: try again next round
-                logger.exception("lease reaping failed")
-                close_old_connections()
-            if idle_limit and not self._busy and time.monotonic() - last_work[0] > idle_limit:
-                stop.set()
-        for thread in threads:
-            thread.join()
-
-    def _loop(self, stop: threading.Event, poll: float, last_work: list[float]) -> None:
-        try:
-            while not stop.is_set():
-                with self._busy_lock:
-                    self._busy += 1
+        next_reap = 0.0
+        while not stop.wait(min(reap_every, 0.2)):
+            if time.monotonic() >= next_reap:
+                next_reap = time.monotonic() + reap_every
                 try:
-                    status = run_next_task()
-                except Exception:  # never let one bad claim end the thread
-                    logger.exception("worker claim failed")
+                    tasks_reap_expired_leases()
+                except Exception:  # a database blip: try again next round
+                    logger.exception("lease reaping failed")
                     close_old_connections()
-                    status = None
-                finally:
-                    with self._busy_lock:
-                        self._busy -= 1
-                if status is None:
-                    stop.wait(poll)
-                else:
-                    last_work[0] = time.monotonic()
-        finally:
-            connections.close_all()
+            if idle_limit and not pull.busy and time.monotonic() - pull.last_work > idle_limit:
+                stop.set()
+        pull.join()
+        connections.close_all()

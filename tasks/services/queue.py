@@ -28,6 +28,8 @@ from teams.services import team_mark_bootstrapped, teammessage_send
 from ..models import Task, UserQuestion
 from ..signals import task_finished
 from ..timing import defer_delay, lease_until, redispatch_cutoff
+from ..wake import wake_workers
+from .claims import end_held
 
 PRIORITY_NAMES = {p.label: p.value for p in Task.Priority}
 RESULT_LIMIT = 10_000
@@ -61,6 +63,7 @@ def task_enqueue(
     # Queued from inside a session (delegate, handoff): remember that session and its trace,
     # so the child's session records its parent and continues the trace.
     options = {**current_origin(), **(options or {})}
+    wake_workers()
     return Task.objects.create(
         team=team,
         # A known secret never reaches a task (and so a prompt): teams read theirs from the vault.
@@ -107,10 +110,15 @@ def task_finish(
     result: str,
     now: datetime | None = None,
     stop_reason: str = "",
+    held: Task | None = None,
 ) -> Task | None:
     """Record the outcome, if this worker still holds the task. A task cancelled (or reaped)
-    meanwhile keeps its status: a late result never overwrites it."""
+    meanwhile keeps its status: a late result never overwrites it. `held` is the task as the
+    worker claimed it: for a plain task the end is then one conditional UPDATE, no re-read."""
     now = now or timezone.now()
+    if held is not None and held.pk == task_id and held.type not in _REREAD_ON_FINISH:
+        return _finish_held(held, worker=worker, status=status, result=result, now=now,
+                            stop_reason=stop_reason)  # fmt: skip
     with transaction.atomic(durable=True):
         task = (
             Task.objects.select_for_update()
@@ -125,6 +133,36 @@ def task_finish(
         if task.type == Task.Type.BOOTSTRAP and status == Task.Status.DONE:
             team_mark_bootstrapped(team_id=task.team_id)
         _end(task, status=status, result=scrub(result), now=now, stop_reason=stop_reason)
+    return task
+
+
+# Their end reads fields a session may have changed (a bootstrap's attempts, a trigger run's
+# options): those are re-read under a row lock.
+_REREAD_ON_FINISH = frozenset({Task.Type.BOOTSTRAP, Task.Type.TRIGGER})
+
+
+def _finish_held(
+    task: Task, *, worker: str, status: str, result: str, now: datetime, stop_reason: str
+) -> Task | None:
+    result = scrub(result)[:RESULT_LIMIT]
+    duration = int((now - task.started_at).total_seconds() * 1000) if task.started_at else None
+    fields = {
+        "status": status,
+        "stop_reason": stop_reason,
+        "result": result,
+        "finished_at": now,
+        "duration_ms": duration,
+        "lease_owner": "",
+        "lease_expires_at": None,
+    }
+    with transaction.atomic(durable=True):
+        moved = end_held(task.pk, worker, fields)
+        if not moved:
+            return None
+        task.status, task.stop_reason, task.result = status, stop_reason, result
+        task.finished_at, task.duration_ms = now, duration
+        task.lease_owner, task.lease_expires_at = "", None
+        _after_end(task, status=status, stop_reason=stop_reason)
     return task
 
 
@@ -193,6 +231,10 @@ def _end(task: Task, *, status: str, result: str, now: datetime, stop_reason: st
     task.lease_owner = ""
     task.lease_expires_at = None
     task.save()
+    _after_end(task, status=status, stop_reason=stop_reason)
+
+
+def _after_end(task: Task, *, status: str, stop_reason: str) -> None:
     if status != Task.Status.CANCELLED:
         _notify(task)
     if stop_reason == "budget_exceeded":
@@ -356,6 +398,7 @@ def task_hand_back(*, task_id: int, reason: str, worker: str | None = None) -> b
             attempts=Greatest(F("attempts") - 1, 0),
         )
         if moved:
+            wake_workers()
             sessions_close_abandoned(
                 task_ids=[task_id], stop_reason=Session.StopReason.INTERRUPTED, error=reason
             )

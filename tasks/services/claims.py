@@ -1,0 +1,258 @@
+"""Batched claims: one worker process takes up to N admissible tasks of any teams in one short
+transaction, instead of one team-locked transaction per task.
+
+The guarantees are those of `task_claim_next`: only `pending` tasks that are ready are taken,
+in priority then FIFO order; a team never runs more than its cap of `running` tasks; no task
+of a team under an org-op is taken. They rest on the same per-team critical section:
+
+- PostgreSQL: statement 1 locks the rows of the candidate teams (`FOR UPDATE SKIP LOCKED`, so
+  a team another worker is claiming for is skipped, not waited for); statement 2 -- a new
+  snapshot, taken once the locks are held, so it sees every claim committed for those teams --
+  counts their running tasks, checks the org-op mutex, picks each team's best pending tasks up
+  to its free slots and marks them running, in one `UPDATE … RETURNING`.
+- SQLite: the transaction is IMMEDIATE, so it holds the database write lock from BEGIN; the
+  counts and picks are made in Python on the latest state, then one UPDATE marks the batch.
+
+The end of a claimed task (`end_held`) is one UPDATE too, conditional on the lease owner.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from openhive.core.db import reconnecting
+from teams.models import Team
+
+from ..models import OrgOpLock, Task
+from ..selectors import team_cap
+from ..timing import lease_until
+
+# How many of the most urgent pending tasks name the teams a claim considers: teams whose work
+# is further down wait until the head of the queue moves.
+CANDIDATE_WINDOW = 200
+
+
+def batch_owner() -> str:
+    """A lease owner for one batch: `host:pid:nonce`. The pid lets a restarted host hand back
+    the claims of a dead process; the nonce makes a task claimed again later (after a reap or
+    a hand-back) belong to a different owner, so a late session sees it no longer holds it."""
+    return f"{socket.gethostname()}:{os.getpid()}:b{uuid.uuid4().hex[:12]}"
+
+
+def _tables() -> tuple[str, str, str]:
+    quote = connection.ops.quote_name
+    return (
+        quote(Task._meta.db_table),
+        quote(Team._meta.db_table),
+        quote(OrgOpLock._meta.db_table),
+    )
+
+
+def _candidate_teams(now: datetime) -> list[tuple[int, int, int]]:
+    """(team id, cap, free slots) of the teams owning the head of the queue, most urgent
+    first, in one query; teams that are full or under an org-op are left out. Outside a
+    lock these are hints (PostgreSQL looks again under the lock); inside SQLite's write
+    lock they are the truth."""
+    task_table, team_table, lock_table = _tables()
+    at = connection.ops.adapt_datetimefield_value(now)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT h.team_id, tm.name,
+                   (SELECT count(*) FROM {task_table} r
+                     WHERE r.team_id = h.team_id AND r.status = 'running'),
+                   EXISTS (SELECT 1 FROM {lock_table} o
+                            WHERE o.team_id = h.team_id AND o.expires_at > %s)
+              FROM (SELECT team_id, min(rk) AS best
+                      FROM (SELECT team_id,
+                                   row_number() OVER (ORDER BY priority, created_at, id) AS rk
+                              FROM {task_table}
+                             WHERE status = 'pending' AND (run_after IS NULL OR run_after <= %s)
+                             ORDER BY priority, created_at, id
+                             LIMIT {CANDIDATE_WINDOW}) head
+                     GROUP BY team_id) h
+              JOIN {team_table} tm ON tm.id = h.team_id
+             ORDER BY h.best
+            """,
+            [at, at],
+        )
+        rows = cursor.fetchall()
+    teams = []
+    for team_id, name, running, held in rows:
+        cap = team_cap(name)
+        if not held and running < cap:
+            teams.append((team_id, cap, cap - running))
+    return teams
+
+
+@reconnecting
+def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
+    """Claim up to `limit` admissible tasks of any teams for `worker` (their lease owner), in
+    priority then FIFO order, within each team's free slots and outside org-ops. Returns
+    them with their `team` loaded, most urgent first; [] when nothing can run now."""
+    if limit <= 0:
+        return []
+    if connection.vendor == "postgresql":
+        teams = _candidate_teams(timezone.now())
+        if not teams:
+            return []
+        with transaction.atomic():
+            claimed = _claim_postgres(teams, worker=worker, limit=limit)
+        return sorted(claimed, key=lambda t: (t.priority, t.created_at, t.pk))
+    with transaction.atomic():  # IMMEDIATE: the write lock is held from here
+        now = timezone.now()
+        ids = _claim_sqlite(_candidate_teams(now), worker=worker, limit=limit, now=now)
+    if not ids:
+        return []
+    rows = Task.objects.select_related("team", "topic").filter(pk__in=ids)
+    return sorted(rows, key=lambda t: (t.priority, t.created_at, t.pk))
+
+
+def _claim_sqlite(
+    teams: list[tuple[int, int, int]], *, worker: str, limit: int, now: datetime
+) -> list[int]:
+    room = {team_id: free for team_id, _cap, free in teams}
+    if not room:
+        return []
+    task_table, _, _ = _tables()
+    at = connection.ops.adapt_datetimefield_value(now)
+    marks = ", ".join("%s" for _ in room)
+    picked: list[int] = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT id, team_id FROM {task_table}
+             WHERE status = 'pending' AND (run_after IS NULL OR run_after <= %s)
+               AND team_id IN ({marks})
+             ORDER BY priority, created_at, id
+            """,
+            [at, *room],
+        )
+        # SQLite steps the scan lazily: it stops as soon as the batch or the room is full.
+        while len(picked) < limit and any(room.values()):
+            rows = cursor.fetchmany(64)
+            if not rows:
+                break
+            for task_id, team_id in rows:
+                if room[team_id] > 0 and len(picked) < limit:
+                    room[team_id] -= 1
+                    picked.append(task_id)
+        if picked:
+            cursor.execute(
+                f"""
+                UPDATE {task_table}
+                   SET status = 'running', lease_owner = %s, lease_expires_at = %s,
+                       started_at = %s, attempts = attempts + 1
+                 WHERE status = 'pending' AND id IN ({", ".join("%s" for _ in picked)})
+                """,
+                [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at, *picked],
+            )
+    return picked
+
+
+def _claim_postgres(teams: list[tuple[int, int, int]], *, worker: str, limit: int) -> list[Task]:
+    """The claimed tasks, read back by the claiming UPDATE itself and given the team rows
+    the lock read: no further query."""
+    task_table, team_table, lock_table = _tables()
+    team_ids = [t for t, _c, _f in teams]
+    caps = [c for _t, c, _f in teams]
+    # At most `limit` teams are locked: a worker that wants few tasks leaves the other
+    # teams to the other workers.
+    locked = {
+        team.pk: team
+        for team in Team.objects.raw(
+            f"""
+            SELECT t.*, c.cap AS claim_cap
+              FROM {team_table} t
+              JOIN unnest(%s::bigint[], %s::int[]) WITH ORDINALITY AS c(team_id, cap, ord)
+                ON c.team_id = t.id
+             ORDER BY c.ord
+             LIMIT %s
+               FOR UPDATE OF t SKIP LOCKED
+            """,
+            [team_ids, caps, limit],
+        )
+    }
+    if not locked:
+        return []
+    # Read once the teams are held: claim times are then in claim order within a team.
+    now = timezone.now()
+    claimed = list(
+        Task.objects.raw(
+            f"""
+            WITH free AS (
+                SELECT c.team_id,
+                       c.cap - (SELECT count(*) FROM {task_table} r
+                                 WHERE r.team_id = c.team_id AND r.status = 'running') AS slots
+                  FROM unnest(%s::bigint[], %s::int[]) AS c(team_id, cap)
+                 WHERE NOT EXISTS (SELECT 1 FROM {lock_table} o
+                                    WHERE o.team_id = c.team_id AND o.expires_at > %s)
+            ), pick AS (
+                SELECT p.id
+                  FROM free f
+                 CROSS JOIN LATERAL (
+                       SELECT t.id, t.priority, t.created_at
+                         FROM {task_table} t
+                        WHERE t.team_id = f.team_id AND t.status = 'pending'
+                          AND (t.run_after IS NULL OR t.run_after <= %s)
+                        ORDER BY t.priority, t.created_at, t.id
+                        LIMIT greatest(f.slots, 0)
+                          FOR UPDATE OF t SKIP LOCKED
+                       ) p
+                 ORDER BY p.priority, p.created_at, p.id
+                 LIMIT %s
+            )
+            UPDATE {task_table} AS q
+               SET status = 'running', lease_owner = %s, lease_expires_at = %s,
+                   started_at = %s, attempts = q.attempts + 1
+              FROM pick
+             WHERE q.id = pick.id AND q.status = 'pending'
+            RETURNING q.*
+            """,
+            [
+                list(locked),
+                [team.claim_cap for team in locked.values()],
+                now,
+                now,
+                limit,
+                worker,
+                lease_until(now),
+                now,
+            ],
+        )
+    )
+    for task in claimed:
+        task.team = locked[task.team_id]
+    return claimed
+
+
+def end_held(task_id: int, worker: str, fields: dict) -> int:
+    """One UPDATE, written once rather than compiled by the ORM for every task. By default
+    it waits for the WAL flush like every other commit. With OPENHIVE_QUEUE_SYNC_FINISH=false
+    (an operator's choice of throughput: one fsync per task caps a worker at a few hundred
+    tasks a second) PostgreSQL commits it without waiting: a database crash in the next
+    fraction of a second can then lose the end, and the task, still running under its lease,
+    is put back by the reaper -- it runs again (its work may be repeated), it is never lost."""
+    ops = connection.ops
+    table = ops.quote_name(Task._meta.db_table)
+    values = [ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v
+              for v in fields.values()]  # fmt: skip
+    assignments = ", ".join(f"{ops.quote_name(name)} = %s" for name in fields)
+    prefix = source = ""
+    if connection.vendor == "postgresql" and not settings.OPENHIVE["QUEUE_SYNC_FINISH"]:
+        prefix = "WITH async AS (SELECT set_config('synchronous_commit', 'off', true)) "
+        source = "FROM async "
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{prefix}UPDATE {table} SET {assignments} {source}"
+            "WHERE id = %s AND status = %s AND lease_owner = %s",
+            [*values, task_id, Task.Status.RUNNING, worker],
+        )
+        return cursor.rowcount
