@@ -13,8 +13,8 @@ search favours recent work, and an exact scan of a few hundred vectors is cheap.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-import numpy as np
 from django.db import connection
 from pgvector.django import CosineDistance
 
@@ -32,6 +32,9 @@ from .history import (
 )
 from .models import HistoryVector
 from .search import MIN_VECTOR_SIMILARITY, RRF_K
+
+if TYPE_CHECKING:  # numpy loads with the first search: a worker that never searches skips it
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +98,8 @@ def _similarities(
         found = cursor.fetchall()
     if not found:
         return {}
+    import numpy as np
+
     matrix = np.frombuffer(b"".join(blob for _, _, blob in found), dtype=np.float32)
     scores = matrix.reshape(len(found), -1) @ query
     return {(kind, pk): float(score) for (kind, pk, _), score in zip(found, scores, strict=True)}
@@ -116,6 +121,8 @@ def vector_rank(
     embedder = embeddings.get_embedder()
     if embedder is None or not docs:
         return [], "full_text_only" if embedder is None else "hybrid"
+    import numpy as np
+
     try:
         query_vector = np.asarray(embedder.embed([query])[0], dtype=np.float32)
         _refresh(team_id, docs, embedder)
