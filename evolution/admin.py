@@ -9,8 +9,11 @@ import difflib
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
 from django.utils.html import format_html
+from django.views.decorators.http import require_POST
 
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import scrub
@@ -50,6 +53,8 @@ class CycleChangeAdmin(ReadOnlyAdmin):
     list_select_related = ("team",)
     search_fields = ("target", "reason", "subagent", "team__name")
     actions = ("confirm_changes", "reject_changes", "revert_changes")
+    # The change's own page offers the decisions its status allows, as buttons.
+    change_form_template = "admin/evolution/cyclechange/change_form.html"
     fields = (
         "team",
         "subagent",
@@ -84,6 +89,39 @@ class CycleChangeAdmin(ReadOnlyAdmin):
             lineterm="",
         )
         return format_html("<pre>{}</pre>", "\n".join(lines))
+
+    def get_urls(self):
+        decide = self.admin_site.admin_view(require_POST(self.decide_view))
+        own = [
+            path(
+                "<int:change_id>/decide/<str:verb>/",
+                decide,
+                name="evolution_cyclechange_decide",
+            )
+        ]
+        return own + super().get_urls()
+
+    def decide_view(self, request: HttpRequest, change_id: int, verb: str):
+        funcs = {"confirm": (change_confirm, "Applied"), "reject": (change_reject, "Rejected"),
+                 "revert": (change_revert, "Reverted")}  # fmt: skip
+        if verb not in funcs or not self.has_view_permission(request):
+            raise Http404
+        get_object_or_404(CycleChange, pk=change_id)
+        func, done = funcs[verb]
+        self._decide(request, CycleChange.objects.filter(pk=change_id), func, done)
+        return HttpResponseRedirect(
+            reverse("admin:evolution_cyclechange_change", args=[change_id])
+        )
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict | None = None):  # fmt: skip
+        change = CycleChange.objects.filter(pk=object_id).first()
+        allowed = {
+            CycleChange.Status.PROPOSED: ["confirm", "reject"],
+            CycleChange.Status.APPLIED: ["revert"],
+        }.get(change.status if change else "", [])
+        context = {**(extra_context or {}), "decisions": allowed}
+        return super().change_view(request, object_id, form_url, extra_context=context)
 
     def _decide(self, request: HttpRequest, queryset: QuerySet, func, verb: str) -> None:
         done = 0

@@ -139,3 +139,42 @@ def test_propose_change_in_a_learning_cycle_is_refused(ops, cycle_trigger, skill
     task = fired_task(cycle_trigger("learning"))
     refused = propose(ops, task, "skills/triage/SKILL.md", BETTER)
     assert not refused["success"] and refused["code"] == "NOT_IN_CYCLE"
+
+
+def test_the_change_page_offers_the_decisions_its_status_allows(
+    ops, main_team, cycle_trigger, admin_client
+):
+    scout = paths.team_dir("ops") / "subagents" / "scout.md"
+    with time_machine.travel(START, tick=False):
+        task = fired_task(cycle_trigger("reflection"))
+        proposed = propose(ops, task, "subagents/scout.md", NEW_IDENTITY)
+    change_id = proposed["change_id"]
+    page_url = reverse("admin:evolution_cyclechange_change", args=[change_id])
+
+    def decide(verb: str):
+        url = reverse("admin:evolution_cyclechange_decide", args=[change_id, verb])
+        return admin_client.post(url, follow=True)
+
+    page = admin_client.get(page_url).content.decode()
+    assert "Confirm and apply" in page and "Reject" in page
+    assert "Revert to the previous content" not in page
+    assert admin_client.get(
+        reverse("admin:evolution_cyclechange_decide", args=[change_id, "confirm"])
+    ).status_code == 405  # a decision is a POST, never a link a crawler could follow
+    assert admin_client.post(
+        reverse("admin:evolution_cyclechange_decide", args=[change_id, "delete"])
+    ).status_code == 404
+    assert scout.read_text() == SCOUT
+
+    answer = decide("confirm")
+    assert answer.status_code == 200 and "Applied 1 change(s)" in answer.content.decode()
+    assert scout.read_text() == NEW_IDENTITY
+    page = answer.content.decode()
+    assert "Revert to the previous content" in page and "Confirm and apply" not in page
+
+    again = decide("confirm")  # already applied: a clear error, nothing changes
+    assert f"#{change_id}:" in again.content.decode()
+    decide("revert")
+    assert scout.read_text() == SCOUT
+    assert CycleChange.objects.get(pk=change_id).status == "reverted"
+    assert "cycle-change-decisions" not in admin_client.get(page_url).content.decode()
