@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from openhive.core import paths
 from openhive.core.errors import DomainError
 
+from . import unflushed
 from .selectors import spend_totals
 
 KINDS = ("tokens", "usd")
@@ -238,6 +239,25 @@ class BudgetGuard:
             self._read_at, self._day = clock, today
         return self._others
 
+    def unflushed(self, scopes: dict) -> dict[str, tuple[int, Decimal]]:
+        """What other sessions of this process spent in their current step, which the
+        database does not show yet (a parent's step while its subagent runs)."""
+        totals = {name: (0, Decimal(0)) for name in scopes}
+        s = self.scope
+        for spend in unflushed.others(s.session_id):
+            same_task = s.task_id is not None and spend.task_id == s.task_id
+            counts = {
+                "task": same_task,
+                "window": same_task,
+                "daily": spend.team_id == s.team_id,
+                "org": True,
+            }
+            for name in scopes:
+                if counts.get(name):
+                    tokens, usd = totals[name]
+                    totals[name] = (tokens + spend.tokens, usd + spend.usd)
+        return totals
+
     def check(
         self,
         estimate: Estimate | Callable[[], Estimate],
@@ -258,7 +278,14 @@ class BudgetGuard:
         if not scopes:
             return {}
         others = self.others(scopes, now)
-        spent = {name: (others[name][0] + own_tokens, others[name][1] + own_usd) for name in scopes}
+        extra = self.unflushed(scopes)
+        spent = {
+            name: (
+                others[name][0] + extra[name][0] + own_tokens,
+                others[name][1] + extra[name][1] + own_usd,
+            )
+            for name in scopes
+        }
         if bound is None or _passed(scopes, spent, bound()) is not None:
             exact = estimate() if callable(estimate) else estimate  # made only when needed
             passed = _passed(scopes, spent, exact)

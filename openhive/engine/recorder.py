@@ -22,7 +22,7 @@ from django.utils import timezone
 from openhive.core.db import RESET_ERRORS
 from openhive.core.scrubbing import Scrubber, get_scrubber
 
-from . import llm
+from . import llm, unflushed
 from .model import ModelPort, ResilientModel
 from .models import LlmExchange, Session
 from .providers import ProviderProfile
@@ -74,6 +74,8 @@ class SessionRecorder:
         self.pending_exchanges: list[dict] = []
         self.pending_calls: list[dict] = []
         self.request_digest = RequestDigest()
+        # The totals the database holds; the difference is the step's spend not yet written.
+        self.flushed = (0, Decimal(0))
 
     @property
     def session_id(self) -> int:
@@ -155,6 +157,16 @@ class SessionRecorder:
         session.prompt_tokens += int(row["prompt_tokens"])  # type: ignore[call-overload]
         session.completion_tokens += int(row["completion_tokens"])  # type: ignore[call-overload]
         session.cost_usd += row["cost_usd"]  # type: ignore[operator]
+        tokens = session.prompt_tokens + session.completion_tokens
+        unflushed.note(
+            session.pk,
+            unflushed.Unflushed(
+                task_id=session.task_id,
+                team_id=session.team_id,
+                tokens=tokens - self.flushed[0],
+                usd=session.cost_usd - self.flushed[1],
+            ),
+        )
 
     def audit(self, row: dict) -> None:
         """The audit row of a tool call of this session's step (`tool_calls.audit_into`)."""
@@ -181,6 +193,9 @@ class SessionRecorder:
             # others: each is written on its own, as before steps were batched.
             logger.exception("session %s: the step could not be written at once", self.session_id)
             self._write_apart(exchanges, calls, fields)
+        session = self.session
+        self.flushed = (session.prompt_tokens + session.completion_tokens, session.cost_usd)
+        unflushed.clear(session.pk)
 
     def _write_apart(self, exchanges: list[dict], calls: list[dict], fields: dict) -> None:
         for row in exchanges:
@@ -212,14 +227,17 @@ class SessionRecorder:
     ) -> SessionOutcome:
         # The session may have created secrets: reload, and add those only seen in tool calls.
         scrubber = get_scrubber(refresh=True).with_extra(self.handed_over)
-        self.flush(
-            close={
-                "stop_reason": reason,
-                "final_text": scrubber.text(content),
-                "error": scrubber.text(error),
-                "finished_at": timezone.now(),
-            }
-        )
+        try:
+            self.flush(
+                close={
+                    "stop_reason": reason,
+                    "final_text": scrubber.text(content),
+                    "error": scrubber.text(error),
+                    "finished_at": timezone.now(),
+                }
+            )
+        finally:
+            unflushed.clear(self.session_id)
         session = self.session
         return SessionOutcome(
             session.pk, reason, session.final_text, session.error, dict(effects or {})

@@ -112,8 +112,9 @@ async def test_a_burst_from_one_socket_is_acked_and_stored_in_order(
         .values_list("content", flat=True)
     ]
     assert contents == [f"m{i}" for i in range(10)]
-    # Every message gets its answer (this test is about admission: any answer counts).
-    answers = 0
+    # Every message gets its answer (this test is about admission: any answer counts); a
+    # fast turn may answer the first messages before the last ones are acked.
+    answers = sum(m["type"] in ("response", "error") for m in seen)
     while answers < 10:
         message = await communicator.receive_json_from(timeout=120)
         answers += message["type"] in ("response", "error")

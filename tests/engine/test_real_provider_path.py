@@ -161,10 +161,10 @@ def test_budgets_hold_on_the_real_path(protocol, fake, ops, openhive_dirs):
     config = default_config("ops", parent="main")
     write_team_config(
         config.model_copy(
-            update={"budgets": config.budgets.model_copy(update={"task_tokens": 25_000})}
+            update={"budgets": config.budgets.model_copy(update={"task_tokens": 28_000})}
         )
     )
     fake.script(default=Turn(tool="list_teams", prompt_tokens=10_000, completion_tokens=100))
     outcome = run_team_session(ops, "go", max_turns=20)
     assert outcome.stop_reason == "budget_exceeded" and len(fake.requests) == 3
-    assert "30,300 tokens spent of 25,000 tokens" in outcome.content
+    assert "30,300 tokens spent of 28,000 tokens" in outcome.content
