@@ -101,6 +101,17 @@ def task_renew_lease(*, task_id: int, worker: str, now: datetime | None = None) 
     return renewed == 1
 
 
+def task_held_for_update(*, task_id: int, worker: str) -> Task | None:
+    """The running task `worker` still holds, locked for the caller's transaction; None once
+    it does not (cancelled, reaped, handed to another worker)."""
+    return (
+        Task.objects.select_for_update()
+        .select_related("team")
+        .filter(pk=task_id, status=Task.Status.RUNNING, lease_owner=worker)
+        .first()
+    )
+
+
 @reconnecting
 def task_finish(
     *,
@@ -120,12 +131,7 @@ def task_finish(
         return _finish_held(held, worker=worker, status=status, result=result, now=now,
                             stop_reason=stop_reason)  # fmt: skip
     with transaction.atomic(durable=True):
-        task = (
-            Task.objects.select_for_update()
-            .select_related("team")
-            .filter(pk=task_id, status=Task.Status.RUNNING, lease_owner=worker)
-            .first()
-        )
+        task = task_held_for_update(task_id=task_id, worker=worker)
         if task is None:
             return None
         if _bootstrap_retry(task, status, now):
@@ -194,11 +200,7 @@ def task_defer(
     (the caller fails it). The queue hands it out again only after `run_after`."""
     now = now or timezone.now()
     with transaction.atomic(durable=True):
-        task = (
-            Task.objects.select_for_update()
-            .filter(pk=task_id, status=Task.Status.RUNNING, lease_owner=worker)
-            .first()
-        )
+        task = task_held_for_update(task_id=task_id, worker=worker)
         if task is None or task.defer_count >= settings.OPENHIVE["PROVIDER_REQUEUE_MAX"]:
             return None
         delay = defer_delay(task.defer_count, retry_after)

@@ -25,7 +25,7 @@ from openhive.engine.spec import Resume
 from teams.config import load_team_config
 
 from ..models import Task, UserQuestion
-from .queue import _end
+from .queue import _end, task_held_for_update
 
 MAX_ANSWER_CHARS = 10_000
 WAITING = (Task.Status.WAITING_FOR_USER, Task.Status.WAITING_FOR_APPROVAL)
@@ -43,12 +43,7 @@ def task_wait(*, task_id: int, worker: str, session_id: int, pause: dict) -> Use
     now = timezone.now()
     kind = str(pause.get("kind") or UserQuestion.Kind.QUESTION)
     with transaction.atomic(durable=True):
-        task = (
-            Task.objects.select_for_update()
-            .select_related("team")
-            .filter(pk=task_id, status=Task.Status.RUNNING, lease_owner=worker)
-            .first()
-        )
+        task = task_held_for_update(task_id=task_id, worker=worker)
         if task is None:
             return None
         settings = load_team_config(task.team.name).ask_user
