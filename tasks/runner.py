@@ -14,7 +14,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from openhive.core.db import RESET_ERRORS, reconnecting, reconnects
+from openhive.core.db import RESET_ERRORS, keep_connection_if_sound, reconnecting, reconnects
 from openhive.engine import tracing
 from openhive.engine.budgets import TriggerWindow, window_since
 from openhive.engine.models import Session
@@ -51,7 +51,7 @@ def run_task(task_id: int) -> str:
     """Returns a short word for django-q2's own record; the real result is on the task row.
     The dispatcher hands out tasks in priority order and within each team's free slots; the
     claim checks the cap and the org-op mutex again, as other processes may have claimed."""
-    close_old_connections()
+    keep_connection_if_sound()
     worker = worker_id()
     row = (
         Task.objects.filter(pk=task_id).values("team_id", "team__name", "status", "options").first()

@@ -86,3 +86,23 @@ def reconnecting(func: Callable[P, R]) -> Callable[P, R]:
         raise AssertionError("unreachable")
 
     return run
+
+
+def keep_connection_if_sound(alias: str = DEFAULT_DB_ALIAS) -> None:
+    """Between two units of work on one thread (a worker's tasks): keep this thread's
+    connection unless it is broken or was left outside autocommit. `close_old_connections`
+    closes it every time while CONN_MAX_AGE is 0, and on PostgreSQL a new connection costs a
+    server process's start for each task. The database is only asked (one ping) when an error
+    was seen on the connection, as Django itself does."""
+    conn = connections[alias]
+    if conn.connection is None or conn.in_atomic_block:
+        return
+    try:
+        sound = conn.get_autocommit() and (not conn.errors_occurred or conn.is_usable())
+    except Exception:
+        sound = False
+    if sound:
+        conn.errors_occurred = False
+    else:
+        with contextlib.suppress(Exception):
+            conn.close()

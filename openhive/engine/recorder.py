@@ -3,20 +3,23 @@ every known secret), the audit rows of the session's tool calls, and the end. Th
 and the topic classifier both record through it, so every model call anywhere is in the same
 tables and can be replayed.
 
-Writes are gathered per step and committed together (`flush`): the step's exchange, the audit
-rows of its tool calls and the session's totals in one transaction, once the step's tool calls
-are done and before the next model call; the last step's rows commit with the session's end.
-Every way out of a session flushes what is pending (`finish`, or `salvage` when an error
-escapes), so a tool call that ran is in the audit unless the process itself dies within that
-step."""
+Writes are gathered and committed together (`flush`): a step's exchange, the audit rows of its
+tool calls and the session's totals in one transaction, once the step's tool calls are done and
+before the next model call -- or, when steps follow each other faster than the write window
+(OPENHIVE_STEP_WRITE_WINDOW_MS), the steps of one window together; the last rows commit with
+the session's end. Every way out of a session flushes what is pending (`finish`, or `salvage`
+when an error escapes), so a tool call that ran is in the audit unless the process itself dies
+within that step or window."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import time
 from decimal import Decimal
 
+from django.conf import settings
 from django.utils import timezone
 
 from openhive.core.db import RESET_ERRORS
@@ -74,8 +77,9 @@ class SessionRecorder:
         self.pending_exchanges: list[dict] = []
         self.pending_calls: list[dict] = []
         self.request_digest = RequestDigest()
-        # The totals the database holds; the difference is the step's spend not yet written.
+        # The totals the database holds; the difference is the spend not yet written.
         self.flushed = (0, Decimal(0))
+        self.flushed_at = time.monotonic()
 
     @property
     def session_id(self) -> int:
@@ -173,6 +177,15 @@ class SessionRecorder:
         # Stamped now, as if written now: the rows keep the time of the call, not of the flush.
         self.pending_calls.append({**row, "created_at": timezone.now()})
 
+    def step_done(self) -> None:
+        """A step's tool calls are done: write what is pending, unless the last write is
+        younger than OPENHIVE_STEP_WRITE_WINDOW_MS. A model that answers in seconds gets a
+        write per step; tool loops that run many quick steps get one per window, not one
+        commit per step (the session's end, a pause and every way out write the rest)."""
+        window = settings.OPENHIVE["STEP_WRITE_WINDOW_MS"] / 1000
+        if time.monotonic() - self.flushed_at >= window:
+            self.flush()
+
     def flush(self, close: dict | None = None) -> None:
         """Commit what the step left pending, with the session's totals (and `close`, the
         session's end), in one transaction."""
@@ -195,6 +208,7 @@ class SessionRecorder:
             self._write_apart(exchanges, calls, fields)
         session = self.session
         self.flushed = (session.prompt_tokens + session.completion_tokens, session.cost_usd)
+        self.flushed_at = time.monotonic()
         unflushed.clear(session.pk)
 
     def _write_apart(self, exchanges: list[dict], calls: list[dict], fields: dict) -> None:

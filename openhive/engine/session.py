@@ -206,7 +206,8 @@ class _Loop:
             if not calls:
                 return reply.message.get("content") or ""
             self.run_calls(messages, calls)
-            self.recorder.flush()  # the step, its tool calls' audit and the totals: one commit
+            # the step, its tool calls' audit and the totals: one commit (per write window)
+            self.recorder.step_done()
         raise _Stopped(
             Stop.MAX_TURNS,
             f"[Session stopped after {self.agent.max_turns} turns without a final answer; the "

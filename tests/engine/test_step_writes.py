@@ -1,6 +1,6 @@
 """A session step's writes: one commit per step (its exchange, its tool calls' audit rows and
-the session's totals together), a pinned number of queries per step, and no audit row lost on
-any way out of a session."""
+the session's totals together) or, for steps quicker than the write window, one per window; a
+pinned number of queries per step, and no audit row lost on any way out of a session."""
 
 from __future__ import annotations
 
@@ -89,8 +89,22 @@ def per_step(run, scripted_provider) -> dict[str, float]:
     return {kind: (counts[2][kind] - counts[1][kind]) / 3 for kind in counts[0]}
 
 
+@pytest.fixture
+def write_window(settings):
+    """Sets OPENHIVE_STEP_WRITE_WINDOW_MS."""
+
+    def set_window(ms: float) -> None:
+        settings.OPENHIVE = {**settings.OPENHIVE, "STEP_WRITE_WINDOW_MS": ms}
+
+    return set_window
+
+
 @pytest.mark.django_db(transaction=True)  # commits are counted
-def test_a_chat_step_commits_once_and_reads_nothing(main_team, scripted_provider, noop_tool):
+def test_a_chat_step_commits_once_and_reads_nothing(
+    main_team, scripted_provider, noop_tool, write_window
+):
+    write_window(0)  # every step is further apart than the window
+
     def run() -> None:
         outcome = run_team_session(main_team, "go", kind=Session.Kind.CHAT, max_turns=10)
         assert outcome.ok
@@ -100,15 +114,54 @@ def test_a_chat_step_commits_once_and_reads_nothing(main_team, scripted_provider
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_task_step_reads_only_the_cancel_flag(main_team, scripted_provider, noop_tool, settings):
+def test_a_task_step_reads_only_the_cancel_flag(
+    main_team, scripted_provider, noop_tool, settings, write_window
+):
     # No poll while a model call runs (a slow machine would add reads): the read before it.
     settings.OPENHIVE = {**settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60}
+    write_window(0)
 
     def run() -> None:
         task = task_enqueue(team=main_team, text="go", options={"max_turns": 10})
         assert run_task(task.pk) == Task.Status.DONE
 
     assert per_step(run, scripted_provider) == expected(reads=1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_quick_steps_within_the_write_window_are_written_together_at_the_end(
+    main_team, scripted_provider, noop_tool, write_window
+):
+    write_window(60_000)
+    sessions = []
+
+    def run() -> None:
+        outcome = run_team_session(main_team, "go", kind=Session.Kind.CHAT, max_turns=10)
+        assert outcome.ok
+        sessions.append(outcome.session_id)
+
+    # A step more adds nothing: its rows go with the session's end, in the same commit.
+    assert per_step(run, scripted_provider) == {"trips": 0, "commit": 0, "write": 0, "read": 0}
+    session = Session.objects.get(pk=sessions[-1])
+    assert session.turns == 5 and session.finished_at is not None
+    assert session.exchanges.count() == 5 and session.tool_calls.count() == 4
+
+
+def test_a_step_slower_than_the_window_is_written_before_the_next_model_call(
+    main_team, scripted_provider, noop_tool, write_window
+):
+    write_window(0)
+    seen: list[tuple[int, int]] = []
+
+    @registry.tool(name="zz_step_look", description="Count the rows", args=_NoArgs)
+    def look(ctx, args):
+        seen.append((ToolCall.objects.count(), LlmExchange.objects.count()))
+        return {}
+
+    scripted_provider(steps_then_answer(3, call={"name": "zz_step_look"}))
+    assert run_team_session(main_team, "go", max_turns=10).ok
+    # Each call sees the steps before it written (the audit row of its own step is not yet).
+    assert seen == [(0, 0), (1, 1), (2, 2)]
 
 
 def test_a_step_with_several_tool_calls_writes_their_audit_rows_together(

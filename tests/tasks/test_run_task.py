@@ -167,3 +167,31 @@ def test_cancelling_a_running_task_stops_its_session_and_keeps_cancelled(
     session = Session.objects.get(task=task)
     assert session.stop_reason == "cancelled" and session.turns == 1
     assert not OutboxMessage.objects.exists()
+
+
+def test_a_worker_keeps_its_database_connection_from_task_to_task(ops, scripted_provider):
+    """A new connection per task costs a PostgreSQL backend's start: a sound one is kept."""
+    from django.db import connection
+
+    scripted_provider([{"when": {}, "reply": {"content": "done"}}])
+    assert run_task(task_enqueue(team=ops, text="one").pk) == Task.Status.DONE
+    kept = connection.connection
+    assert run_task(task_enqueue(team=ops, text="two").pk) == Task.Status.DONE
+    assert kept is not None and connection.connection is kept
+
+
+def test_a_connection_that_saw_an_error_and_no_longer_answers_is_replaced(
+    ops, scripted_provider, monkeypatch
+):
+    from django.db import connections
+
+    connection = connections["default"]
+
+    scripted_provider([{"when": {}, "reply": {"content": "done"}}])
+    assert run_task(task_enqueue(team=ops, text="one").pk) == Task.Status.DONE
+    task = task_enqueue(team=ops, text="two")
+    broken = connection.connection
+    connection.errors_occurred = True
+    monkeypatch.setattr(type(connection), "is_usable", lambda self: False)
+    assert run_task(task.pk) == Task.Status.DONE
+    assert connection.connection is not None and connection.connection is not broken
