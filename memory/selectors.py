@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 
+from openhive.core.compiled import CompiledQuery
 from teams.models import Team
 
 from .models import Memory
@@ -33,15 +34,25 @@ def memory_list(*, team: Team, type: str | None = None) -> QuerySet[Memory]:
     return rows.order_by("key")
 
 
+def _injectable(team_id: int, cap: int = INJECTION_CAP) -> QuerySet[Memory]:
+    return (
+        Memory.objects.filter(team_id=team_id, active=True, type__in=INJECTED_TYPES)
+        .annotate(type_rank=_type_rank())
+        .order_by("type_rank", "-updated_at", "-pk")[:cap]
+    )
+
+
+_INJECTABLE = CompiledQuery(_injectable)  # every session's prompt reads it
+
+
 def memory_injectable(*, team: Team, cap: int = INJECTION_CAP) -> list[Memory]:
     """What goes into the team's prompt: active identity, lesson, decision and context entries.
     Over the cap, the more fundamental types win, then the most recently updated. The result is
     in a stable order (type, then key), so the prompt only changes when memory does."""
-    chosen = list(
-        Memory.objects.filter(team=team, active=True, type__in=INJECTED_TYPES)
-        .annotate(type_rank=_type_rank())
-        .order_by("type_rank", "-updated_at", "-pk")[:cap]
-    )
+    if cap == INJECTION_CAP:
+        chosen = _INJECTABLE.rows(Memory, team_id=team.pk)
+    else:
+        chosen = list(_injectable(team.pk, cap))
     return sorted(chosen, key=lambda m: (m.type_rank, m.key))
 
 

@@ -8,9 +8,11 @@ import re
 from pathlib import Path
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from openhive.core import paths
+from openhive.core.compiled import CompiledQuery
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import scrub
 
@@ -110,15 +112,23 @@ def teammessage_send(
     )
 
 
+def _unread(recipient_id: int, limit: int = INBOX_LIMIT) -> QuerySet[TeamMessage]:
+    return TeamMessage.objects.filter(
+        recipient_id=recipient_id, delivered_at__isnull=True
+    ).order_by("id")[:limit]
+
+
+_UNREAD = CompiledQuery(_unread)
+
+
 def teammessages_take_unread(*, team: Team, limit: int = INBOX_LIMIT) -> list[TeamMessage]:
     """The oldest unread messages for `team`, marked delivered (a session is about to see
     them). Conditional update: two sessions starting at once do not both show a message."""
     shown: list[TeamMessage] = []
-    candidates = (
-        TeamMessage.objects.filter(recipient=team, delivered_at__isnull=True)
-        .select_related("sender")
-        .order_by("id")[:limit]
-    )
+    if limit == INBOX_LIMIT:  # every session start asks, and the inbox is mostly empty
+        candidates = _UNREAD.rows(TeamMessage, recipient_id=team.pk)
+    else:
+        candidates = list(_unread(team.pk, limit).select_related("sender"))
     now = timezone.now()
     for message in candidates:
         taken = TeamMessage.objects.filter(pk=message.pk, delivered_at__isnull=True).update(

@@ -1,15 +1,31 @@
+from django.db import connection
+from django.db.models import QuerySet
+
+from openhive.core.compiled import CompiledQuery
 from teams.models import Team
 from vault import crypto
 from vault.models import VaultEntry
 
 
+def _secret_ciphertexts() -> QuerySet:
+    return VaultEntry.objects.filter(is_secret=True).values_list("value", flat=True)
+
+
+# The scrubber reloads every secret at each session's start and end.
+_ALL_SECRETS = CompiledQuery(_secret_ciphertexts)
+
+
 def vault_secret_values(*, team: Team | None = None) -> list[str]:
     """Plaintext of every secret row (of one team, or all): for the scrubber only."""
-    rows = VaultEntry.objects.filter(is_secret=True)
-    if team is not None:
-        rows = rows.filter(team=team)
+    if team is None:
+        sql, params = _ALL_SECRETS.sql()
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            ciphertexts = [row[0] for row in cursor.fetchall()]
+    else:
+        ciphertexts = list(_secret_ciphertexts().filter(team=team))
     values = []
-    for ciphertext in rows.values_list("value", flat=True):
+    for ciphertext in ciphertexts:
         try:
             values.append(crypto.decrypt(ciphertext))
         except ValueError:

@@ -108,13 +108,29 @@ def tools_for(
 
 ToolSource = Callable[[Any], Iterable[ToolSpec]]
 _SOURCES: dict[str, ToolSource] = {}
+_PREFIXES: dict[str, str] = {}
 
 
-def register_tool_source(name: str, source: ToolSource) -> None:
+def register_tool_source(name: str, source: ToolSource, *, prefix: str = "") -> None:
     """Let an app offer tools that exist only at run time, per team (its registered plugins,
     its MCP servers' tools). `source(team)` returns the team's tools; the allowlist and the
-    session's narrowing apply to them as to declared tools. Apps register in `ready()`."""
+    session's narrowing apply to them as to declared tools. Apps register in `ready()`.
+    `prefix`: every name the source offers starts with it, so a team whose allowlist can
+    match no such name is not asked (the source's reads are skipped at session start)."""
     _SOURCES[name] = source
+    _PREFIXES[name] = prefix
+
+
+def may_match_prefix(patterns: Iterable[str], prefix: str) -> bool:
+    """Whether some name starting with `prefix` could pass one of the glob `patterns`."""
+    for pattern in patterns:
+        wild = min((i for i, c in enumerate(pattern) if c in "*?["), default=None)
+        if wild is None:
+            if pattern.startswith(prefix):
+                return True
+        elif pattern[:wild].startswith(prefix) or prefix.startswith(pattern[:wild]):
+            return True
+    return False
 
 
 def team_tools(
@@ -125,7 +141,10 @@ def team_tools(
     patterns = list(patterns)
     wanted = set(only) if only is not None else None
     found = {spec.name: spec for spec in tools_for(patterns, only=only, team=team.name)}
-    for source in list(_SOURCES.values()):
+    for name, source in list(_SOURCES.items()):
+        prefix = _PREFIXES.get(name, "")
+        if prefix and not may_match_prefix(patterns, prefix):
+            continue
         for spec in source(team):
             if spec.name in found or get_tool(spec.name) is not None:
                 continue  # a declared tool's name is never shadowed

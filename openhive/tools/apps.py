@@ -16,11 +16,12 @@ class ToolsConfig(AppConfig):
         from openhive.core.registry import register_tool_source
 
         from .mcpclient.source import mcp_tool_source
+        from .plugins.source import PREFIX as PLUGIN_PREFIX
         from .plugins.source import plugin_tool_specs
 
         # A team's active plugins, offered as plugin__{name} where its allowlist admits them.
-        register_tool_source("plugins", plugin_tool_specs)
-        register_tool_source("mcp", mcp_tool_source)
+        register_tool_source("plugins", plugin_tool_specs, prefix=PLUGIN_PREFIX)
+        register_tool_source("mcp", mcp_tool_source, prefix="mcp__")
 
         from .browser import register
 

@@ -223,4 +223,4 @@ def browser_tools_for(team: Any) -> list[ToolSpec]:
 
 
 def register() -> None:
-    register_tool_source("browser", browser_tools_for)
+    register_tool_source("browser", browser_tools_for, prefix="browser_")

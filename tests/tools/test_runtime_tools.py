@@ -39,6 +39,7 @@ def runtime(name: str) -> ToolSpec:
 @pytest.fixture
 def sources(monkeypatch):
     monkeypatch.setattr(registry, "_SOURCES", {})
+    monkeypatch.setattr(registry, "_PREFIXES", {})
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
 
@@ -131,3 +132,35 @@ def test_call_tool_refuses_a_runtime_tool_the_session_does_not_offer(sources, op
     ctx = ToolContext(team=ops, allowed_tools=["list_teams"])
     result = call_tool(ctx, "plugin__echo", json.dumps({"word": "x"}))
     assert result["success"] is False and result["code"] == "UNKNOWN_TOOL"
+
+
+def test_a_source_with_a_prefix_is_not_asked_when_the_allowlist_cannot_match_it(sources, ops):
+    asked: list[str] = []
+
+    def source(team) -> list[ToolSpec]:
+        asked.append(team.name)
+        return [runtime("ext__echo")]
+
+    register_tool_source("ext", source, prefix="ext__")
+    assert [s.name for s in team_tools(ops, ["list_teams", "mcp__*"])] == ["list_teams"]
+    assert asked == []
+    assert [s.name for s in team_tools(ops, ["ext__*"])] == ["ext__echo"]
+    assert "ext__echo" in {s.name for s in team_tools(ops, ["*"])}
+    assert asked == ["ops", "ops"]
+
+
+@pytest.mark.parametrize(
+    "patterns, expected",
+    [
+        (["*"], True),
+        (["ext__*"], True),
+        (["e*"], True),
+        (["?xt__echo"], True),
+        (["ext__echo"], True),
+        (["list_teams", "mcp__*"], False),
+        (["ex"], False),
+        (["exz*"], False),
+    ],
+)
+def test_which_allowlists_may_match_a_prefix(patterns, expected):
+    assert registry.may_match_prefix(patterns, "ext__") is expected

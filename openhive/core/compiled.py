@@ -1,0 +1,61 @@
+"""Queries that every session start runs, compiled once per process instead of at each run.
+
+The ORM compiles a queryset to SQL on every evaluation; for the few reads each session makes
+on its way in and out (the prompt's memory, the inbox, the secrets to scrub), compiling cost
+more than running them. `CompiledQuery` builds the queryset once with marker values, keeps the
+SQL and where each marker landed among the parameters, then runs it with the real values."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection
+from django.db.models import Model, QuerySet
+
+# Marker values no real argument takes: each must land exactly once among the parameters.
+_MARKER_BASE = -7_345_120_000
+
+
+class CompiledQuery:
+    def __init__(self, build: Callable[..., QuerySet]) -> None:
+        self.build = build
+        self._compiled: dict[str, tuple[str, tuple, dict[str, int]] | None] = {}
+        self._lock = threading.Lock()
+
+    def sql(self, **values: Any) -> tuple[str, list]:
+        """The SQL and parameters of `build(**values)`."""
+        compiled = self._compiled.get(connection.vendor, False)
+        if compiled is False:
+            compiled = self._compile(sorted(values))
+        if compiled is None:  # the markers did not come through one to one: compile each time
+            return self.build(**values).query.sql_with_params()
+        sql, params, slots = compiled
+        filled = list(params)
+        for name, index in slots.items():
+            filled[index] = values[name]
+        return sql, filled
+
+    def rows(self, model: type[Model], **values: Any) -> list:
+        """Model instances (annotations included as attributes)."""
+        sql, params = self.sql(**values)
+        return list(model.objects.raw(sql, params))
+
+    def _compile(self, names: list[str]) -> tuple[str, tuple, dict[str, int]] | None:
+        markers = {name: _MARKER_BASE - i for i, name in enumerate(names)}
+        slots: dict[str, int] | None = {}
+        try:
+            sql, params = self.build(**markers).query.sql_with_params()
+        except Exception:  # a field that rejects the marker (a bool): no slots to find
+            sql, params, slots = "", (), None
+        for name, marker in markers.items() if slots is not None else ():
+            where = [i for i, p in enumerate(params) if p == marker]
+            if len(where) != 1:
+                slots = None
+                break
+            slots[name] = where[0]  # type: ignore[index]
+        compiled = None if slots is None else (sql, tuple(params), slots)
+        with self._lock:
+            self._compiled[connection.vendor] = compiled
+        return compiled
