@@ -8,7 +8,8 @@ scripted provider, through litellm) that makes K tool calls and then answers. Pe
 wall / (K + 1) model calls. Three ways to run it, interleaved round by round:
   - bare: `litellm.completion` in a loop, the tool called in-process (the baseline);
   - chat: the engine's session as a chat turn of the team (kind chat, events to a sink);
-  - task: a queued task, claimed and run by `run_task` as a worker does.
+  - task: a queued task, claimed and run by `run_task` as a django-q2 worker does;
+  - pull: a queued task, claimed and run by `run_next_task` as `manage.py openhive worker` does.
 Goals (issue 19): every mode <= 1.5x the bare loop; flat in history: per step at K = 200
 <= 1.3x per step at K = 10.
 
@@ -30,6 +31,7 @@ from harness import throwaway_django
 from pydantic import BaseModel
 
 SCRIPT = "step.yaml"
+MODES = ("bare", "chat", "task", "pull")
 
 
 class AddArgs(BaseModel):
@@ -109,6 +111,21 @@ def task(steps: int, team) -> float:
     return elapsed / (steps + 1)
 
 
+def pull(steps: int, team) -> float:
+    """The pull worker's way (`manage.py openhive worker`): claim the most urgent task, run it."""
+    from tasks.models import Task
+    from tasks.runner import run_next_task
+    from tasks.services import task_enqueue
+
+    started = time.perf_counter()
+    queued = task_enqueue(team=team, text="go")
+    run_next_task("bench")
+    elapsed = time.perf_counter() - started
+    status = Task.objects.values_list("status", flat=True).get(pk=queued.pk)
+    assert status == Task.Status.DONE, status
+    return elapsed / (steps + 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", default="10,50,200")
@@ -142,13 +159,13 @@ def main() -> None:
         cpu: dict[tuple[str, int], float] = {}
         for k in ks:
             write_script(data, k)
-            for mode in ("bare", "chat", "task"):  # warm-up
+            for mode in MODES:  # warm-up
                 reset_script()
                 _run(mode, k, team, schema)
-            samples: dict[str, list[tuple[float, float]]] = {"bare": [], "chat": [], "task": []}
+            samples: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
             for number in range(args.rounds):
-                order = ["bare", "chat", "task"]
-                for mode in order[number % 3 :] + order[: number % 3]:
+                order = list(MODES)
+                for mode in order[number % 4 :] + order[: number % 4]:
                     reset_script()
                     samples[mode].append(_run(mode, k, team, schema))
             for mode, values in samples.items():
@@ -156,7 +173,7 @@ def main() -> None:
                 cpu[(mode, k)] = statistics.median(v[1] for v in values)
             base, base_cpu = results[("bare", k)], cpu[("bare", k)]
             print(f"K={k:>4}: bare {base * 1000:6.2f} ms/step (CPU {base_cpu * 1000:.2f})")
-            for mode in ("chat", "task"):
+            for mode in MODES[1:]:
                 wall, used = results[(mode, k)], cpu[(mode, k)]
                 print(
                     f"        {mode}: {wall * 1000:6.2f} ms/step, overhead "
@@ -166,7 +183,7 @@ def main() -> None:
                 )
         if len(ks) > 1:
             low, high = min(ks), max(ks)
-            for mode in ("bare", "chat", "task"):
+            for mode in MODES:
                 ratio = results[(mode, high)] / results[(mode, low)]
                 print(
                     f"flat in history, {mode}: K={high} / K={low} per step = {ratio:.2f}x "
@@ -186,6 +203,7 @@ def _run(mode: str, k: int, team, schema: dict) -> tuple[float, float]:
         "bare": lambda: bare(k, schema),
         "chat": lambda: chat(k, team),
         "task": lambda: task(k, team),
+        "pull": lambda: pull(k, team),
     }
     wall = runs[mode]()
     return wall, (time.process_time() - cpu) / (k + 1)
