@@ -182,6 +182,8 @@ OPENHIVE = {
     "TASK_MAX_ATTEMPTS": env.int("OPENHIVE_TASK_MAX_ATTEMPTS", default=3),
     # PostgreSQL: a task's end is committed without waiting for the WAL flush (see README).
     "QUEUE_SYNC_FINISH": env.bool("OPENHIVE_QUEUE_SYNC_FINISH", default=True),
+    # PostgreSQL: session records commit without waiting for the WAL flush (README).
+    "SESSION_SYNC_COMMIT": env.bool("OPENHIVE_SESSION_SYNC_COMMIT", default=False),
     # Quick steps of one session are written together, at most this many ms apart (README).
     "STEP_WRITE_WINDOW_MS": env.float("OPENHIVE_STEP_WRITE_WINDOW_MS", default=25.0),
     "ENGINE_TICK_SECONDS": env.float("OPENHIVE_ENGINE_TICK", default=0.25),

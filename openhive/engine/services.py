@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -59,19 +62,20 @@ def session_open(
     tasks = Session._meta.get_field("parent_task").related_model
     if parent_task_id and not tasks.objects.filter(pk=parent_task_id).exists():
         parent_task_id = None
-    return Session.objects.create(
-        team_id=team_id,
-        task_id=task_id,
-        topic_id=topic_id,
-        kind=kind,
-        parent_session_id=parent_session_id,
-        parent_task_id=parent_task_id,
-        trace_id=trace_id,
-        spec_options=spec_options or {},
-        # A subagent's session says which one it ran as: the spec options name it (what a
-        # replay needs to build the same agent again), the column lets the admin show it.
-        agent_name=str((spec_options or {}).get("subagent") or "")[:100],
-    )
+    with _without_flush_wait():
+        return Session.objects.create(
+            team_id=team_id,
+            task_id=task_id,
+            topic_id=topic_id,
+            kind=kind,
+            parent_session_id=parent_session_id,
+            parent_task_id=parent_task_id,
+            trace_id=trace_id,
+            spec_options=spec_options or {},
+            # A subagent's session says which one it ran as: the spec options name it (what a
+            # replay needs to build the same agent again), the column lets the admin show it.
+            agent_name=str((spec_options or {}).get("subagent") or "")[:100],
+        )
 
 
 # What a step leaves on the session row: its running totals, and at the end how it stopped.
@@ -108,6 +112,8 @@ def session_record_step(
         statements.append(_update(session, list(fields)))
     if not statements:
         return
+    if _may_skip_flush_wait():
+        statements.insert(0, (_NO_FLUSH_WAIT, []))
     if connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get(
         "server_side_binding"
     ):
@@ -121,6 +127,36 @@ def session_record_step(
     with transaction.atomic(), connection.cursor() as cursor:
         for sql, params in statements:
             cursor.execute(sql, params)
+
+
+# PostgreSQL: for this transaction only, the commit does not wait for the WAL to reach the disk.
+_NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
+
+
+def _may_skip_flush_wait() -> bool:
+    """Whether a session write may commit without waiting for PostgreSQL's WAL flush (one
+    fsync, several ms on many disks: more than a quick model step). The WAL is one sequence:
+    the next commit that waits -- the task's end, the chat reply stored, any state change of
+    the queue -- makes every session write before it durable too. Only a crash of the
+    database server itself in between can lose the newest session rows, and then the work
+    they record has no recorded end either (its task runs again). OPENHIVE_SESSION_SYNC_COMMIT
+    makes every session write wait. Inside a caller's transaction the commit is the caller's."""
+    return (
+        connection.vendor == "postgresql"
+        and not settings.OPENHIVE["SESSION_SYNC_COMMIT"]
+        and not connection.in_atomic_block
+    )
+
+
+@contextlib.contextmanager
+def _without_flush_wait() -> Iterator[None]:
+    if not _may_skip_flush_wait():
+        yield
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(_NO_FLUSH_WAIT)
+        yield
 
 
 # A step's rows are written by statements built here, with each value prepared by its field as

@@ -158,11 +158,19 @@ def test_cancel_before_the_first_turn_calls_no_model(main_team, scripted_provide
 
 def test_timeout_stops_a_slow_session(main_team, scripted_provider):
     scripted_provider(
-        [{"when": {}, "reply": {"tool_calls": [{"name": "list_teams"}], "delay_ms": 30}}]
+        [
+            {"when": {"matches": "warm"}, "reply": {"content": "ready"}},
+            {"when": {}, "reply": {"tool_calls": [{"name": "list_teams"}], "delay_ms": 100}},
+        ]
     )
-    outcome = run_team_session(main_team, "go", timeout_seconds=0.01, max_turns=50)
+    # The process's first session loads the tokenizer (a fraction of a second): not this one.
+    assert run_team_session(main_team, "warm up").ok
+    # Timings with room for a loaded machine: some calls fit in the time, never fifty.
+    outcome = run_team_session(main_team, "go", timeout_seconds=0.35, max_turns=50)
     assert outcome.stop_reason == "timeout"
-    assert session_of(outcome).turns == 1
+    session = session_of(outcome)
+    assert 1 <= session.turns < 50
+    assert session.exchanges.count() == session.turns  # what ran before the stop is recorded
 
 
 def test_every_exchange_is_recorded_with_its_turn_and_only_new_messages(

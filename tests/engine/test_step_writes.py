@@ -52,6 +52,7 @@ def steps_then_answer(steps: int, calls_per_step: int = 1, call: dict = LIST) ->
     ]
 
 
+NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
 WRITE = re.compile(r'(?:^|; )(?:INSERT INTO|UPDATE|DELETE FROM) "')
 
 
@@ -60,7 +61,7 @@ def kinds(queries: list[dict]) -> dict[str, int]:
     a step's writes in one round trip, as one implicit transaction: no COMMIT of its own)."""
     counted = {"trips": len(queries), "commit": 0, "write": 0, "read": 0}
     for query in queries:
-        sql = query["sql"].lstrip()
+        sql = query["sql"].lstrip().removeprefix(NO_FLUSH_WAIT + "; ")
         verb = sql.split(None, 1)[0].upper()
         if verb == "COMMIT":
             counted["commit"] += 1
@@ -272,3 +273,31 @@ def test_exchanges_and_totals_add_up_over_steps(main_team, scripted_provider):
     rows = LlmExchange.objects.filter(session=session)
     assert session.prompt_tokens == sum(r.prompt_tokens for r in rows) == 26
     assert session.completion_tokens == sum(r.completion_tokens for r in rows)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("sync", [False, True])
+def test_session_writes_skip_the_wal_flush_wait_and_the_tasks_end_does_not(
+    main_team, scripted_provider, settings, sync
+):
+    """PostgreSQL: the session's rows (its start, steps and end) commit without waiting for
+    the WAL flush unless OPENHIVE_SESSION_SYNC_COMMIT asks; the task's end always waits, and
+    with it every session row before it is on disk."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite commits in WAL mode with synchronous=NORMAL: no flush per commit")
+    settings.OPENHIVE = {**settings.OPENHIVE, "SESSION_SYNC_COMMIT": sync}
+    scripted_provider(steps_then_answer(2))
+    task = task_enqueue(team=main_team, text="go", options={"max_turns": 10})
+    with CaptureQueriesContext(connection) as captured:
+        assert run_task(task.pk) == Task.Status.DONE
+    queries = [q["sql"] for q in captured.captured_queries]
+    # A write skips the wait when its transaction set it off first (same query or the one before).
+    skipping = [
+        NO_FLUSH_WAIT in sql or (i > 0 and queries[i - 1] == NO_FLUSH_WAIT)
+        for i, sql in enumerate(queries)
+        if re.search(r'INSERT INTO "engine_session"|UPDATE "engine_session"', sql)
+    ]
+    assert len(skipping) >= 2  # its start, and its end with the steps' rows
+    assert skipping == [not sync] * len(skipping)
+    task_end = [q["sql"] for q in captured.captured_queries if 'UPDATE "tasks_task"' in q["sql"]]
+    assert task_end and not any("synchronous_commit" in sql for sql in task_end)
