@@ -39,8 +39,8 @@ MAX_RESULTS = 50
 # (unrelated MiniLM sentences score around 0.0 to 0.15).
 MIN_VECTOR_SIMILARITY = 0.2
 # At 100k chunks of one team among 200k, with the index of migration 0005 (m 16,
-# ef_construction 128), ef_search 100 finds ~0.99 of the exact top 10 and 200 finds 1.000 in
-# every build measured; with ef_construction 64 it was 0.94-0.99 at 200, build to build
+# ef_construction 128), ef_search 100 finds 0.994-0.996 of the exact top 10 and 200 finds
+# 0.999-1.000 in the three builds measured; with ef_construction 64 it was 0.94-0.99 at 200
 # (benchmarks/memory_search.py).
 HNSW_EF_SEARCH = 200
 # PostgreSQL's planner prices the exact path (the team's btree index, then sorting by distance)
@@ -135,9 +135,9 @@ def vector_candidates(
 # trips (BEGIN, two SETs, SELECT, COMMIT) through the ORM cost more than the scan on a busy
 # machine. Iterative scans keep walking the graph until `limit` rows pass the team filter,
 # instead of filtering a fixed ef_search candidate set down to a few.
-# (A halfvec expression index read about half the buffers per query; it was left out because
-# recall@10 varied from build to build, 0.95-0.99 for float and halfvec graphs alike, and the
-# comparison was not settled. See benchmarks/memory_search.py.)
+# (A halfvec expression index over the same graph, benchmarks/memory_search.py --halfvec with
+# ef_construction 128, measured recall@10 0.999 in two builds at 223 MB against 391 MB, and
+# built ~1.3x slower; not adopted yet: the model's index and this query would both change.)
 _PG_VECTOR_SETTINGS = (
     "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = %s; "
 )
