@@ -6,9 +6,10 @@
 
 PostgreSQL: `vector_candidates` (pgvector HNSW, iterative scan, team filter) p50/p99 and
 recall@10 against the exact answer (numpy over the team's vectors), with the exact SQL scan
-(index disabled) in the same run as the baseline; the same for a small team (N/10 chunks, 5 %
-of the rows); plus full-text candidates and the complete hybrid `memory_search` (which embeds
-the query with MiniLM first). SQLite: the exact numpy scan and FTS5, same figures.
+(index disabled) in the same run as the baseline; p50/p99 and recall@10 also for a small team
+(N/10 chunks, 5 % of the rows); plus full-text candidates and the complete hybrid
+`memory_search` (which embeds the query with MiniLM first). SQLite: the exact numpy scan and
+FTS5, same figures.
 
 Index experiments (PostgreSQL): `--keep` keeps the loaded database for the next run, `--rebuild`
 builds the HNSW index again on it (build to build, recall varies: measure each variant twice),
