@@ -23,6 +23,20 @@ class PostgresOnlyAddIndex(migrations.AddIndex):
             super().database_backwards(app_label, schema_editor, from_state, to_state)
 
 
+class PostgresOnlyRemoveIndex(migrations.RemoveIndex):
+    """RemoveIndex for the indexes that PostgresOnlyAddIndex made (SQLite never had them)."""
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any):
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(
+        self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any
+    ):
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_backwards(app_label, schema_editor, from_state, to_state)
+
+
 class VendorSQL(migrations.RunSQL):
     """RunSQL for one vendor; a no-op elsewhere."""
 

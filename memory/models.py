@@ -87,12 +87,14 @@ class MemoryChunk(models.Model):
         ordering = ["memory_id", "index"]
         indexes = [
             models.Index(fields=["team", "embedding_model"], name="memory_chunk_team_model_idx"),
-            # PostgreSQL only (migration 0003 adds them there and nowhere else).
+            # PostgreSQL only (migrations 0003 and 0005 add them there and nowhere else).
+            # ef_construction 128, not pgvector's 64: recall@10 at 100k chunks of a team went
+            # from 0.94-0.99 (build to build) to 0.999-1.000, for ~1.6x the build time (README).
             HnswIndex(
                 name="memory_chunk_hnsw",
                 fields=["embedding"],
                 m=16,
-                ef_construction=64,
+                ef_construction=128,
                 opclasses=["vector_cosine_ops"],
             ),
             GinIndex(fields=["search_vector"], name="memory_chunk_fts_gin"),

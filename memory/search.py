@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -36,10 +38,21 @@ MAX_RESULTS = 50
 # Nearest neighbours always exist; below this cosine similarity they are noise, not matches
 # (unrelated MiniLM sentences score around 0.0 to 0.15).
 MIN_VECTOR_SIMILARITY = 0.2
-# At 100k chunks of one team among 200k (m=16, ef_construction=64), ef_search 100 finds ~0.91
-# of the exact top 10 and 200 0.955-0.988, depending on the index build
+# At 100k chunks of one team among 200k, with the index of migration 0005 (m 16,
+# ef_construction 128), ef_search 100 finds 0.994-0.996 of the exact top 10 and 200 finds
+# 0.999-1.000 in the three builds measured; with ef_construction 64 it was 0.94-0.99 at 200
 # (benchmarks/memory_search.py).
 HNSW_EF_SEARCH = 200
+# PostgreSQL's planner prices the exact path (the team's btree index, then sorting by distance)
+# as if a distance cost next to nothing, and takes it for teams of up to ~20k chunks: a team of
+# 10k chunks among 200k took p50 68 ms that way and 3 ms through HNSW (benchmark, small team).
+# Teams this large and this big a share of all chunks are steered to HNSW (enable_sort off).
+# Smaller ones keep the planner's choice: the exact scan is cheap there, and an HNSW walk meets
+# so few of the team's chunks that it would reach pgvector's hnsw.max_scan_tuples (20,000)
+# before it found memory_search's 80 candidates (a 1 % share needs ~8,000).
+HNSW_MIN_TEAM_CHUNKS = 2000
+HNSW_MIN_TEAM_SHARE = 0.01
+TEAM_SIZE_TTL_S = 300.0  # how long a team's counts are trusted (they only steer the plan)
 SNIPPET_CHARS = 500
 
 
@@ -122,12 +135,13 @@ def vector_candidates(
 # trips (BEGIN, two SETs, SELECT, COMMIT) through the ORM cost more than the scan on a busy
 # machine. Iterative scans keep walking the graph until `limit` rows pass the team filter,
 # instead of filtering a fixed ef_search candidate set down to a few.
-# (A halfvec expression index read about half the buffers per query; it was left out because
-# recall@10 varied from build to build, 0.95-0.99 for float and halfvec graphs alike, and the
-# comparison was not settled. See benchmarks/memory_search.py.)
+# (A halfvec expression index over the same graph, benchmarks/memory_search.py --halfvec with
+# ef_construction 128, measured recall@10 0.999 in two builds at 223 MB against 391 MB, and
+# built ~1.3x slower; not adopted yet: the model's index and this query would both change.)
 _PG_VECTOR_SETTINGS = (
     "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = %s; "
 )
+_PG_FORCE_HNSW = "SET LOCAL enable_sort = off; "
 _PG_VECTOR_SELECT = (
     "SELECT id, 1 - (embedding <=> %s::vector) FROM memory_memorychunk "
     "WHERE team_id = %s AND embedding_model = %s AND embedding IS NOT NULL "
@@ -141,9 +155,13 @@ def _pg_vector_candidates(
     values = vector.tolist() if hasattr(vector, "tolist") else list(vector)
     literal = "[" + ",".join(format(x, ".9g") for x in values) + "]"  # float32 round-trips
     ef_search = max(HNSW_EF_SEARCH, limit)
+    settings = _PG_VECTOR_SETTINGS
+    team_chunks, all_chunks = _team_chunk_count(team.pk)
+    if team_chunks >= max(HNSW_MIN_TEAM_CHUNKS, all_chunks * HNSW_MIN_TEAM_SHARE):
+        settings += _PG_FORCE_HNSW
     with connection.cursor() as cursor:
         cursor.execute(
-            _PG_VECTOR_SETTINGS + _PG_VECTOR_SELECT,
+            settings + _PG_VECTOR_SELECT,
             [ef_search, literal, team.pk, model, literal, limit],
         )
         raw = cursor.cursor
@@ -152,6 +170,33 @@ def _pg_vector_candidates(
         rows = raw.fetchall()
     # relaxed_order may return neighbours slightly out of order: sort them exactly.
     return sorted(((pk, float(similarity)) for pk, similarity in rows), key=lambda r: -r[1])
+
+
+_team_sizes: dict[int, tuple[tuple[int, float], float]] = {}
+_team_sizes_lock = threading.Lock()
+_monotonic = time.monotonic  # tests step their own clock
+
+
+def _team_chunk_count(team_id: int) -> tuple[int, float]:
+    """(the team's chunks, all chunks as the planner estimates them), at most TEAM_SIZE_TTL_S
+    old: one count per team and process every few minutes, not a second round trip per search.
+    PostgreSQL only."""
+    now = _monotonic()
+    with _team_sizes_lock:
+        cached = _team_sizes.get(team_id)
+    if cached is not None and now - cached[1] < TEAM_SIZE_TTL_S:
+        return cached[0]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), (SELECT reltuples FROM pg_class WHERE oid = %s::regclass) "
+            "FROM memory_memorychunk WHERE team_id = %s",
+            [MemoryChunk._meta.db_table, team_id],
+        )
+        team_chunks, estimated_all = cursor.fetchone()
+    counts = (int(team_chunks), max(float(estimated_all or 0), float(team_chunks)))
+    with _team_sizes_lock:
+        _team_sizes[team_id] = (counts, now)
+    return counts
 
 
 def rrf_fuse(*rankings: list[int], k: int = RRF_K) -> dict[int, float]:

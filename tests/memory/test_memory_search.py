@@ -183,6 +183,61 @@ def test_postgres_vector_search_settings_last_for_its_own_query_only(ops, resear
         assert cursor.fetchone()[0] == "off"
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="pgvector HNSW is PostgreSQL-only")
+def test_postgres_teams_from_a_size_on_are_steered_to_the_hnsw_index(ops, notes, monkeypatch):
+    from django.test.utils import CaptureQueriesContext
+
+    query = search_module.embeddings.get_embedder().embed(["cat"])[0]
+    model = "local/all-minilm-l6-v2"
+    monkeypatch.setattr(search_module, "_team_sizes", {})
+    monkeypatch.setattr(search_module, "HNSW_MIN_TEAM_CHUNKS", 1_000_000)
+    with CaptureQueriesContext(connection) as small:
+        planner_choice = vector_candidates(ops, query, model, 10)
+    monkeypatch.setattr(search_module, "HNSW_MIN_TEAM_CHUNKS", 1)
+    with CaptureQueriesContext(connection) as large:
+        steered = vector_candidates(ops, query, model, 10)
+    assert "enable_sort" not in " ".join(q["sql"] for q in small.captured_queries)
+    assert "enable_sort = off" in " ".join(q["sql"] for q in large.captured_queries)
+    assert [pk for pk, _ in steered] == [pk for pk, _ in planner_choice]
+    literal = "[" + ",".join(["1"] + ["0"] * 383) + "]"
+    with connection.cursor() as cursor:
+        # Even beside the team's btree index, which the planner prefers for a handful of rows.
+        cursor.execute(search_module._PG_FORCE_HNSW)
+        cursor.execute(
+            "EXPLAIN " + search_module._PG_VECTOR_SELECT, [literal, ops.pk, model, literal, 10]
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "memory_chunk_hnsw" in plan
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="steers PostgreSQL's planner only")
+def test_postgres_a_teams_chunk_count_is_counted_again_only_after_a_while(ops, notes, monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(search_module, "_monotonic", lambda: clock[0])
+    monkeypatch.setattr(search_module, "_team_sizes", {})
+    first, everyone = search_module._team_chunk_count(ops.pk)
+    assert first == MemoryChunk.objects.filter(team=ops).count()
+    assert everyone >= first
+    memory_save(team=ops, key="more", content="A second cat, called Byte, prefers salmon.")
+    clock[0] += search_module.TEAM_SIZE_TTL_S - 1
+    assert search_module._team_chunk_count(ops.pk)[0] == first
+    clock[0] += 1
+    assert search_module._team_chunk_count(ops.pk)[0] == first + 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="steers PostgreSQL's planner only")
+def test_postgres_a_large_team_with_a_small_share_is_left_to_the_planner(ops, notes, monkeypatch):
+    from django.test.utils import CaptureQueriesContext
+
+    query = search_module.embeddings.get_embedder().embed(["cat"])[0]
+    monkeypatch.setattr(search_module, "HNSW_MIN_TEAM_CHUNKS", 1)
+    # 5 chunks of a (pretended) million: an HNSW walk would meet almost none of them.
+    monkeypatch.setattr(search_module, "_team_chunk_count", lambda team_id: (5, 1_000_000.0))
+    with CaptureQueriesContext(connection) as captured:
+        assert vector_candidates(ops, query, "local/all-minilm-l6-v2", 10)
+    assert "enable_sort" not in " ".join(q["sql"] for q in captured.captured_queries)
+
+
 def test_reembed_command_moves_chunks_to_the_current_model(ops, notes, capsys):
     from django.core.management import call_command
 
