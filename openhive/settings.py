@@ -198,6 +198,8 @@ OPENHIVE = {
     "ORG_OP_DRAIN_SECONDS": env.float("OPENHIVE_ORG_OP_DRAIN_SECONDS", default=600),
     "ORG_OP_POLL_SECONDS": env.float("OPENHIVE_ORG_OP_POLL_SECONDS", default=0.1),
     "CANCEL_POLL_SECONDS": env.float("OPENHIVE_CANCEL_POLL_SECONDS", default=0.25),
+    # A query fan-out's thread waits this long for the next child, its connection kept open.
+    "QUERY_THREAD_IDLE_SECONDS": env.float("OPENHIVE_QUERY_THREAD_IDLE_SECONDS", default=30),
     "STALL_CHECK_SECONDS": env.float("OPENHIVE_STALL_CHECK_SECONDS", default=600),
     "STALL_WARN_SECONDS": env.float("OPENHIVE_STALL_WARN_SECONDS", default=3600),
     "STALL_ERROR_SECONDS": env.float("OPENHIVE_STALL_ERROR_SECONDS", default=86400),

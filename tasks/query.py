@@ -6,13 +6,9 @@ its children in parallel threads: wall-clock is the slowest child, not the sum."
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-
-from django.db import connections
 
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import scrub
@@ -22,6 +18,7 @@ from teams.agent import run_team_session
 from teams.models import Team
 
 from .models import Task
+from .querypool import run_parallel
 from .runner import still_held_check, worker_id
 from .services import task_admit_running, task_cancel, task_finish
 
@@ -128,16 +125,8 @@ def query_children(
             logger.exception("query of %s failed", child.name)
             return QueryOutcome(child.name, False, f"query failed: {type(exc).__name__}")
 
-    def pooled(target: tuple[Team, str, int]) -> QueryOutcome:
-        try:
-            return one(target)
-        finally:
-            connections.close_all()  # this pool thread's own connections
-
     if len(targets) == 1:
         return [one(targets[0])]
-    # Each pool thread runs in a copy of the caller's context: the calling session stays the
-    # parent of every child session, in the database and in the trace.
-    contexts = [contextvars.copy_context() for _ in targets]
-    with ThreadPoolExecutor(max_workers=len(targets), thread_name_prefix="query") as pool:
-        return list(pool.map(lambda ctx, t: ctx.run(pooled, t), contexts, targets))
+    # Each thread runs in a copy of the caller's context: the calling session stays the parent
+    # of every child session, in the database and in the trace.
+    return run_parallel([lambda target=target: one(target) for target in targets])

@@ -14,6 +14,9 @@ def openhive_dirs(tmp_path: Path, settings) -> Path:
     settings.RUN_DIR = tmp_path / "run"
     # In-process sockets talk to the test database, which a chat turn host could not see.
     settings.OPENHIVE = {**settings.OPENHIVE, "CHAT_TURNS": "threads"}
+    # A fan-out's threads end with it, closing their connections (the test database is dropped
+    # at the end, which an open connection would stop).
+    settings.OPENHIVE["QUERY_THREAD_IDLE_SECONDS"] = 0
     (tmp_path / "data" / "config").mkdir(parents=True)
     scrubbing.invalidate()
     yield tmp_path

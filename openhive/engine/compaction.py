@@ -122,8 +122,13 @@ def compact(
     limit: int,
     count: Callable[[list[dict]], int],
     summarise: Callable[[list[dict]], str],
+    bound: Callable[[list[dict]], int] | None = None,
 ) -> Compacted | None:
-    """None if the request fits under `limit` tokens; else the compacted messages."""
+    """None if the request fits under `limit` tokens; else the compacted messages. `bound`,
+    never below `count`, settles a request far under the limit without tokenising it (a
+    worker whose sessions stay short then never loads a tokenizer: ~16-26 MB)."""
+    if bound is not None and bound(messages) <= limit:
+        return None
     if count(messages) <= limit:
         return None
     conf = settings.OPENHIVE

@@ -15,6 +15,7 @@ from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import Any
 
+from openhive.engine import slim
 from openhive.engine.providers import ProviderProfile
 
 _lock = threading.Lock()
@@ -28,7 +29,8 @@ def get_litellm() -> ModuleType:
             if _module is None:
                 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
                 os.environ.setdefault("LITELLM_LOG", "ERROR")
-                import litellm
+                with slim.deferred_tokenizer_json(), slim.without_httpx_cli():
+                    import litellm
 
                 from openhive.engine.scripted import make_handler
 
@@ -38,17 +40,11 @@ def get_litellm() -> ModuleType:
                     {"provider": "scripted", "custom_handler": make_handler()}
                 ]
                 _skip_idle_success_logging(litellm)
-                _drop_import_leftovers(litellm)
+                slim.defer_claude_tokenizer(litellm)
+                slim.defer_call_encoding(litellm)
+                slim.skip_file_id_rewrite(litellm)
                 _module = litellm
     return _module
-
-
-def _drop_import_leftovers(litellm: ModuleType) -> None:
-    """litellm.utils keeps the parsed Anthropic tokenizer JSON (~14 MB of dicts) as a module
-    global after serialising it to `claude_json_str`, which is all it reads later."""
-    utils = getattr(litellm, "utils", None)
-    if utils is not None and isinstance(getattr(utils, "claude_json_str", None), str):
-        utils.__dict__.pop("json_data", None)
 
 
 def _skip_idle_success_logging(litellm: ModuleType) -> None:
@@ -351,7 +347,9 @@ def _cost(litellm: ModuleType, response: Any, profile: ProviderProfile) -> Decim
 @functools.lru_cache(maxsize=64)
 def _tokenizer(model: str) -> dict:
     # litellm picks the model's tokenizer anew on every encode (~0.3 ms); it never changes.
-    return get_litellm().utils.select_tokenizer(model=model)
+    tokenizer = get_litellm().utils.select_tokenizer(model=model)
+    slim.slim_encodings()  # the one it may just have loaded
+    return tokenizer
 
 
 def count_message_tokens(profile: ProviderProfile, message: dict) -> int:
@@ -391,8 +389,8 @@ def count_tokens(profile: ProviderProfile, messages: list[dict], tools: list[dic
     tokenizer for models it does not know, the scripted ones included)."""
     litellm = get_litellm()
     try:
-        return int(
-            litellm.token_counter(model=profile.model, messages=messages, tools=tools or None)
-        )
+        count = litellm.token_counter(model=profile.model, messages=messages, tools=tools or None)
+        slim.slim_encodings()
+        return int(count)
     except Exception:  # an odd message shape: a rough count beats none
         return sum(len(json.dumps(m, default=str)) for m in messages) // 4

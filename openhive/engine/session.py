@@ -248,6 +248,7 @@ class _Loop:
             limit=self.limit,
             count=lambda m: self.counter.count(m, tools=self.schemas),
             summarise=self.summarise,
+            bound=lambda m: self.counter.bound(m, tools=self.schemas),
         )
         if done is None:
             return messages
