@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 
 import pytest
 from django.db import connection, transaction
@@ -22,6 +23,25 @@ def kept(settings):
     settings.OPENHIVE = {**settings.OPENHIVE, "QUERY_THREAD_IDLE_SECONDS": 30}
     yield
     querypool.shutdown()
+
+
+def settle(threads: int) -> None:
+    """A child's result reaches the caller just before its thread files itself as idle."""
+    deadline = time.monotonic() + 5
+    while len(querypool._idle) < threads and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert len(querypool._idle) >= threads
+
+
+def at_once(n: int):
+    """n children that run at the same time, so that each gets a thread of its own."""
+    barrier = threading.Barrier(n, timeout=10)
+
+    def child() -> tuple[int, object]:
+        barrier.wait()
+        return where()
+
+    return [child] * n
 
 
 def where() -> tuple[int, object]:
@@ -42,14 +62,16 @@ def test_results_come_in_order_in_the_caller_s_context_and_errors_reach_the_call
 
 
 def test_a_second_fan_out_reuses_the_threads_and_their_connections(kept):
-    first = set(querypool.run_parallel([where, where, where]))
-    second = set(querypool.run_parallel([where, where, where]))
+    first = set(querypool.run_parallel(at_once(3)))
+    settle(3)
+    second = set(querypool.run_parallel(at_once(3)))
     assert len(first) == 3
     assert second == first
 
 
 def test_a_fan_out_larger_than_the_idle_threads_starts_more_at_once(kept):
-    first = set(querypool.run_parallel([where, where]))
+    first = set(querypool.run_parallel(at_once(2)))
+    settle(2)
     barrier = threading.Barrier(4, timeout=10)
 
     def together() -> tuple[int, object]:
@@ -67,6 +89,7 @@ def test_a_connection_left_in_a_transaction_is_closed_not_handed_on(kept):
         return place
 
     (first,) = querypool.run_parallel([leave_open])
+    settle(1)
     (second,) = querypool.run_parallel([where])
     assert second[0] == first[0]  # the same thread
     assert second[1] is not first[1]  # with a new connection
