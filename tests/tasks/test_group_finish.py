@@ -167,6 +167,7 @@ def test_an_end_is_signalled_inside_its_commit_and_reported_only_after_it(teams)
     for task in tasks:
         mine = [kind for kind, pk in events if pk == task.pk]
         assert mine == ["signalled", "committed", "returned"]
+    assert pull.busy == 0 and pull._waiting == 0  # every slot given up early came back once
 
 
 @pytest.mark.django_db(transaction=True)
