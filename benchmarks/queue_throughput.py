@@ -8,9 +8,10 @@ PostgreSQL (a throwaway database on DATABASE_URL's server, dropped at the end) w
 worker processes, and SQLite (a throwaway file) with 1 worker process; without DATABASE_URL
 only SQLite. Figures:
   1. batch: tasks claimed and finished per second by N worker processes running the real pull
-     worker (`tasks.pull.PullWorker`: batched claims, the held-task finish) with an empty task
-     body -- the cost of the queue itself; goal >= 2,000/s with 4 workers on PostgreSQL,
-     >= 500/s with 1 worker on SQLite;
+     worker (`tasks.pull.PullWorker`: batched claims, task ends written together by its
+     finisher, group commit) with an empty task body -- the cost of the queue itself; goal
+     >= 2,000/s with 4 workers on PostgreSQL, >= 500/s with 1 worker on SQLite;
+  1b. 1-end: the same pull worker, each end its own transaction (the path before group commit);
   2. old: the per-task claim path (`task_claim_next` team by team, `task_finish` re-reading);
   3. django-q2: plain `async_task` of an empty function with N cluster workers;
   4. sessions (with --sessions N): the real `manage.py openhive worker` running a scripted
@@ -45,13 +46,18 @@ def noop() -> None:
 # --- worker processes whose task body is empty: they measure the queue, not the model ---------
 
 
-def batch_worker(threads: int, seconds_idle: float) -> None:
-    """The real pull worker (batched claims, held finish) with an empty task body."""
+def batch_worker(threads: int, seconds_idle: float, *, group: bool = True) -> None:
+    """The real pull worker (batched claims, ends written together by its finisher) with an
+    empty task body: the end goes the way `run_claimed` records it."""
     from tasks.pull import PullWorker
+    from tasks.runner import record_end
     from tasks.services import task_finish
 
     def execute(task, owner: str) -> str:
-        task_finish(task_id=task.pk, worker=owner, status="done", result="ok", held=task)
+        if group:
+            record_end(task, owner, status="done", result="ok")
+        else:
+            task_finish(task_id=task.pk, worker=owner, status="done", result="ok", held=task)
         return "done"
 
     pull = PullWorker(threads=threads, execute=execute, poll=0.05)
@@ -98,7 +104,8 @@ def create_database(base_url: str) -> tuple[str, str]:
     import psycopg
 
     parts = urlsplit(base_url)
-    name = f"openhive_bench_{uuid.uuid4().hex[:8]}"
+    # Named after DATABASE_URL's own database, so runs sharing a server stay apart.
+    name = f"{parts.path.lstrip('/') or 'openhive'}_bench_{uuid.uuid4().hex[:6]}"
     admin = urlunsplit(parts._replace(path="/postgres"))
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -186,7 +193,10 @@ def measure_ours(n: int, tasks: int, env: dict[str, str], *, mode: str, threads:
         cmd = [*MANAGE, "openhive", "worker", "--threads", str(threads), "--exit-when-idle", "2",
                "--poll", "0.05"]  # fmt: skip
     else:
-        cmd = [sys.executable, __file__, f"--{mode}-worker", "--threads", str(threads)]
+        flag = "--batch-worker" if mode in ("batch", "single") else f"--{mode}-worker"
+        cmd = [sys.executable, __file__, flag, "--threads", str(threads)]
+        if mode == "single":
+            cmd.append("--one-end-per-commit")
     run_processes([cmd] * n, env, timeout=900)
     rows = list(Task.objects.filter(status="done").values_list("started_at", "finished_at"))
     if len(rows) != tasks:
@@ -287,18 +297,26 @@ def run_backend(args: argparse.Namespace) -> None:
         counts = [int(w) for w in args.workers.split(",")] if db_url else [1]
         for n in counts:
             batch = measure_ours(n, args.tasks, env, mode="batch", threads=args.threads)
-            old = measure_ours(n, args.old_tasks, env, mode="old", threads=1)
-            dq2 = measure_django_q(n, args.baseline_tasks, env)
+            single = measure_ours(n, args.tasks, env, mode="single", threads=args.threads)
             goal = GOALS.get((vendor, n))
             verdict = (
                 f"{goal:>6.0f} {'met' if batch >= goal else 'MISSED':>6}" if goal else " " * 13
             )
-            print(f"{vendor:>10} {n:>7} {batch:>9.0f} {verdict} {old:>7.0f} {dq2:>9.0f} "
-                  f"{batch / old:>9.1f}x {batch / dq2:>9.1f}x", flush=True)  # fmt: skip
+            if args.quick:  # group commit against one end per commit only
+                print(f"{vendor:>10} {n:>7} {batch:>9.0f} {verdict} {single:>7.0f} "
+                      f"{'-':>7} {'-':>9} {batch / single:>9.2f}x", flush=True)  # fmt: skip
+                continue
+            old = measure_ours(n, args.old_tasks, env, mode="old", threads=1)
+            dq2 = measure_django_q(n, args.baseline_tasks, env)
+            print(f"{vendor:>10} {n:>7} {batch:>9.0f} {verdict} {single:>7.0f} {old:>7.0f} "
+                  f"{dq2:>9.0f} {batch / single:>9.2f}x {batch / old:>9.1f}x "
+                  f"{batch / dq2:>9.1f}x", flush=True)  # fmt: skip
             if args.sessions:
                 sessions = measure_ours(n, args.sessions, env, mode="sessions", threads=2)
                 print(f"{'':>10} {n:>7} sessions (scripted one-turn): {sessions:.1f} tasks/s "
                       f"= {sessions / dq2:.2f}x django-q2", flush=True)  # fmt: skip
+        if args.quick:
+            return
         p50, p99 = measure_latency(args.latency_samples, env, workers=1 if not db_url else 2)
         verdict = "met" if p50 <= LATENCY_GOAL_MS else "MISSED"
         print(f"{vendor:>10} enqueue -> session start (idle workers): p50 {p50:.1f} ms "
@@ -320,9 +338,15 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--threads", type=int, default=8, help="runner threads per worker")
     parser.add_argument("--latency-samples", type=int, default=100)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="only batch/s against 1-end/s: no old path, no django-q2, no latency",
+    )
     parser.add_argument("--backend", choices=["postgresql", "sqlite"], help=argparse.SUPPRESS)
     parser.add_argument("--batch-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--old-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--one-end-per-commit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
@@ -331,7 +355,7 @@ def main() -> None:
 
         django.setup()
         if args.batch_worker:
-            batch_worker(args.threads, seconds_idle=1.5)
+            batch_worker(args.threads, seconds_idle=1.5, group=not args.one_end_per_commit)
         else:
             old_worker(seconds_idle=1.5)
         return
@@ -342,8 +366,9 @@ def main() -> None:
     load = os.getloadavg()
     print(f"cores: {os.cpu_count()}; load average {load[0]:.2f} {load[1]:.2f}; "
           "tasks/s of no-op tasks; ratios vs the same run", flush=True)  # fmt: skip
-    print(f"{'database':>10} {'workers':>7} {'batch/s':>9} {'goal':>6} {'':>6} {'old/s':>7} "
-          f"{'django-q2':>9} {'vs old':>10} {'vs dq2':>10}", flush=True)  # fmt: skip
+    print(f"{'database':>10} {'workers':>7} {'batch/s':>9} {'goal':>6} {'':>6} {'1-end/s':>7} "
+          f"{'old/s':>7} {'django-q2':>9} {'vs 1-end':>10} {'vs old':>10} {'vs dq2':>10}",
+          flush=True)  # fmt: skip
     forward = sys.argv[1:]
     for backend in (["postgresql"] if base.startswith("postgres") else []) + ["sqlite"]:
         env = dict(os.environ)

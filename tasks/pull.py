@@ -5,7 +5,12 @@ The claimer asks for no more tasks than there are idle runners, so a claimed tas
 once and never waits behind another one in this process (which would hold a team's slot, or
 the head of the queue, away from other workers). When the queue is empty it sleeps until a
 wake-up (`tasks.wake`) or its poll interval; after a task ends it looks again at once. On
-stop, claims no runner has started yet go straight back to the queue."""
+stop, claims no runner has started yet go straight back to the queue.
+
+Task ends go to the worker's finisher (`tasks.finisher`), which writes those of the moment in
+one transaction. A runner waiting there for the commit gives its slot up: the claimer fills
+it while the end is written. Twice as many runner threads as slots let a full set of tasks
+run while the previous set's ends commit."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connections
 
+from .finisher import Finisher
 from .models import Task
 from .services import task_hand_back
 from .services.claims import batch_owner, task_claim_batch
@@ -40,6 +46,7 @@ class PullWorker:
         poll: float = 0.2,
         stop: threading.Event | None = None,
         on_done: Callable[[Task, str, float], None] | None = None,
+        group_ends: bool | None = None,
     ) -> None:
         self.threads = max(1, threads)
         self.execute = execute
@@ -50,10 +57,14 @@ class PullWorker:
         self.last_work = time.monotonic()
         self._handoff: queue.SimpleQueue[tuple[Task, str] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._idle = self.threads  # runners not running a task nor holding one handed to them
+        self._idle = self.threads  # slots not running a task nor holding one handed over
+        self._waiting = 0  # runners waiting for their end's commit, their slot given up
+        self._released = threading.local()
         self._runners: list[threading.Thread] = []
         self._claimer: threading.Thread | None = None
         self._waker: Waker | None = None
+        # The runners' task ends, written together (group commit): see `tasks.finisher`.
+        self.finisher = Finisher(group=group_ends)
 
     @property
     def busy(self) -> int:
@@ -63,8 +74,9 @@ class PullWorker:
     def start(self) -> None:
         self._waker = Waker(self.wake, self.stop)
         self._waker.start()
+        self.finisher.start()
         self._runners = [
-            threading.Thread(target=self._run, name=f"worker-{i}") for i in range(self.threads)
+            threading.Thread(target=self._run, name=f"worker-{i}") for i in range(2 * self.threads)
         ]
         for thread in self._runners:
             thread.start()
@@ -80,6 +92,7 @@ class PullWorker:
             self._handoff.put(_STOP)
         for thread in self._runners:
             thread.join()
+        self.finisher.stop()  # after the runners: every end they handed over is written
         if self._waker is not None:
             self._waker.thread.join(timeout=2)
 
@@ -156,7 +169,21 @@ class PullWorker:
 
     # --- the runners ---------------------------------------------------------------------
 
+    def _handed_over(self) -> None:
+        """This runner's end is queued for the commit: its slot is free for the next claim,
+        unless a full set of runners is already waiting (no thread would be left to run
+        what the claimer takes)."""
+        with self._lock:
+            if self._waiting >= self.threads:
+                return
+            self._waiting += 1
+            self._idle += 1
+        self._released.slot = True
+        self.wake.set()
+
     def _run(self) -> None:
+        self.finisher.bind(self._handed_over)
+        self._released.slot = False
         try:
             while True:
                 item = self._handoff.get()
@@ -177,7 +204,11 @@ class PullWorker:
                 finally:
                     self.last_work = time.monotonic()
                     with self._lock:
-                        self._idle += 1
+                        if self._released.slot:
+                            self._waiting -= 1
+                        else:
+                            self._idle += 1
+                    self._released.slot = False
                     self.wake.set()
                 if self.on_done is not None:
                     self.on_done(task, status, time.monotonic() - started)

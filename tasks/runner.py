@@ -23,6 +23,7 @@ from teams.agent import run_team_session
 from teams.skills import SkillInvalid, SkillNotFound, load_skills, with_skill
 from teams.subagents import load_subagents
 
+from .finisher import current_finisher
 from .models import Task
 from .services import (
     task_claim_next,
@@ -152,17 +153,24 @@ def run_claimed(task: Task, worker: str) -> str:
         return Task.Status.PENDING
     if status == WAITING:
         return Task.objects.filter(pk=task_id).values_list("status", flat=True).first() or status
-    finished = task_finish(
-        task_id=task_id,
-        worker=worker,
-        status=status,
-        result=result,
-        stop_reason=stop_reason,
-        held=task,
-    )
+    finished = record_end(task, worker, status=status, result=result, stop_reason=stop_reason)
     if finished is None:  # cancelled, or lost to the reaper: that status stands
         return Task.objects.filter(pk=task_id).values_list("status", flat=True).first() or status
     return finished.status
+
+
+def record_end(
+    task: Task, worker: str, *, status: str, result: str, stop_reason: str = ""
+) -> Task | None:
+    """The end of a task this worker holds: written with the other ends of the moment when
+    this thread belongs to a pull worker (group commit, see `tasks.finisher`), else alone.
+    Either way it returns once the end is committed."""
+    finisher = current_finisher()
+    if finisher is not None:
+        return finisher.finish(task, worker=worker, status=status, result=result,
+                               stop_reason=stop_reason)  # fmt: skip
+    return task_finish(task_id=task.pk, worker=worker, status=status, result=result,
+                       stop_reason=stop_reason, held=task)  # fmt: skip
 
 
 def _execute(task: Task, worker: str) -> tuple[str, str, str]:

@@ -2,38 +2,44 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from openhive.core.scrubbing import scrub
 from openhive.engine.models import Session
-from teams.config import TeamConfig, config_path, load_team_config
+from teams.config import TeamConfig, load_team_config
 from teams.models import Team
 
 from .models import OrgOpLock, Task, TaskTodo, UserQuestion
 from .timing import ready_q, redispatch_cutoff
 
 STALE_IN_FLIGHT_MS = 600_000
-_CAP_CACHE: dict[str, tuple[float, int]] = {}
+_CAP_CACHE: dict[tuple[str, str], tuple[tuple[int, int], int]] = {}
 DEFAULT_CAP = TeamConfig.model_fields["max_concurrent_daily_ops"].default
 
 
 def team_cap(name: str) -> int:
-    """`max_concurrent_daily_ops` from the team's config.yaml, re-read when the file changes."""
+    """`max_concurrent_daily_ops` from the team's config.yaml, re-read when the file changes.
+    Every claim asks for each candidate team: the check is one stat of a path joined as a
+    string (building it with pathlib cost more than the stat)."""
+    run_dir = str(settings.RUN_DIR)
     try:
-        mtime = config_path(name).stat().st_mtime
+        stat = os.stat(os.path.join(run_dir, "teams", name, "config.yaml"))
+        version = (stat.st_mtime_ns, stat.st_size)
     except OSError:
-        mtime = -1.0
-    cached = _CAP_CACHE.get(name)
-    if cached is not None and cached[0] == mtime:
+        version = (-1, -1)
+    cached = _CAP_CACHE.get((run_dir, name))
+    if cached is not None and cached[0] == version:
         return cached[1]
     try:
         cap = load_team_config(name).max_concurrent_daily_ops
     except Exception:  # a broken config must not stop the queue: fall back to the default
         cap = DEFAULT_CAP
-    _CAP_CACHE[name] = (mtime, cap)
+    _CAP_CACHE[(run_dir, name)] = (version, cap)
     return cap
 
 
