@@ -24,7 +24,7 @@ from openhive.core.db import RESET_ERRORS
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import get_scrubber, sensitive_values
 
-from . import callpool, compaction, llm, tracing
+from . import callpool, compaction, llm, stopping, tracing
 from .budgets import BudgetExceeded, BudgetGuard, BudgetScope, Estimate, estimate_call
 from .lineage import Origin, running
 from .model import ModelPort, ResilientModel
@@ -175,6 +175,7 @@ class _Loop:
         self.counter = TokenCounter(agent.profile, self.schemas, self.tools_digest)
         self.completions: list[int] = []
         self.cancel_checked_at = float("-inf")
+        self.stops_seen = stopping.generation()
         self.spent_tokens = 0
         self.spent_usd = Decimal(0)
 
@@ -189,8 +190,8 @@ class _Loop:
             messages += [dict(m) for m in self.request.resume.messages]
             self.run_calls(messages, list(self.request.resume.calls))
         for turn in range(1, self.agent.max_turns + 1):
-            # Before every model call the flag is read afresh (a cancelled task never pays for
-            # another call); before a tool call, only if the last read is older than the poll.
+            # Before every model call the flag is read unless it was read a moment ago; before
+            # a tool call, only if the last read is older than the poll.
             self.check_stop(fresh=True)
             self.refresh_offer()
             messages = self.fit(messages)
@@ -377,12 +378,16 @@ class _Loop:
         }
 
     def check_stop(self, *, fresh: bool = False) -> None:
-        """`fresh`: read the cancel flag (a database read) now; otherwise only if the last
-        read is older than CANCEL_POLL_SECONDS."""
+        """Read the cancel flag (a database read) if the last read is older than
+        CANCEL_POLL_SECONDS, or, when `fresh` (before a model call), older than
+        CANCEL_FRESH_SECONDS: a cancelled task pays for no call started after that, and a
+        loop of quick steps does not read the flag for each one."""
         if self.request.should_cancel is not None:
             now = time.monotonic()
-            if fresh or now - self.cancel_checked_at >= settings.OPENHIVE["CANCEL_POLL_SECONDS"]:
-                self.cancel_checked_at = now
+            age = settings.OPENHIVE["CANCEL_FRESH_SECONDS" if fresh else "CANCEL_POLL_SECONDS"]
+            asked = stopping.generation()
+            if now - self.cancel_checked_at >= age or (fresh and asked != self.stops_seen):
+                self.cancel_checked_at, self.stops_seen = now, asked
                 if self.request.should_cancel():
                     raise _Stopped(Stop.CANCELLED, "[Session cancelled.]")
         if self.deadline is not None and time.monotonic() > self.deadline:

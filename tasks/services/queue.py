@@ -19,6 +19,7 @@ from openhive.chat.services import outbox_put
 from openhive.core.db import reconnecting
 from openhive.core.errors import Conflict, DomainError, NotFound
 from openhive.core.scrubbing import scrub
+from openhive.engine import stopping
 from openhive.engine.lineage import current_origin
 from openhive.engine.models import Session
 from openhive.engine.services import sessions_close_abandoned
@@ -324,6 +325,10 @@ def task_cancel(*, task_id: int, reason: str = "cancelled") -> Task:
         now=timezone.now(),
         stop_reason=Task.Status.CANCELLED,
     )
+    # A session of this process running the task reads its flag before its next model call:
+    # now (this connection sees the change) and once it is committed (every connection does).
+    stopping.stop_requested()
+    transaction.on_commit(stopping.stop_requested)
     return task
 
 
@@ -343,6 +348,8 @@ def tasks_reap_expired_leases(*, now: datetime | None = None) -> dict[str, int]:
         stop_reason=Session.StopReason.WORKER_DIED,
         error="the worker running this session stopped responding (its lease expired)",
     )
+    if requeued_ids or failed_ids:
+        stopping.stop_requested()  # a session here that still runs one of them must stop
     failed = 0
     for task_id in failed_ids:
         with transaction.atomic(durable=True):

@@ -130,10 +130,13 @@ def test_cancel_stops_the_session_before_the_next_step(main_team, scripted_provi
     assert ToolCall.objects.filter(session=session).count() == 1
 
 
-def test_a_quick_session_reads_the_cancel_flag_once_per_model_call(
-    main_team, scripted_provider, settings
+@pytest.mark.parametrize("fresh, reads", [(0, 6), (60, 1)])
+def test_a_quick_session_reads_the_cancel_flag_before_a_model_call_unless_just_read(
+    main_team, scripted_provider, settings, fresh, reads
 ):
-    settings.OPENHIVE = {**settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60}
+    settings.OPENHIVE = {
+        **settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60, "CANCEL_FRESH_SECONDS": fresh
+    }
     scripted_provider(
         [
             {"when": {}, "times": 5, "reply": {"tool_calls": [{"name": "list_teams"}]}},
@@ -145,8 +148,9 @@ def test_a_quick_session_reads_the_cancel_flag_once_per_model_call(
         main_team, "go", should_cancel=lambda: checks.append(1) or False, max_turns=10
     )
     assert outcome.ok and session_of(outcome).turns == 6
-    # Six model calls, five tool calls, all within one poll interval: a read per model call.
-    assert len(checks) == 6
+    # Six model calls, five tool calls, all within one poll interval: a read per model call,
+    # or, when a read a moment ago still counts, only the first.
+    assert len(checks) == reads
 
 
 def test_cancel_before_the_first_turn_calls_no_model(main_team, scripted_provider):
@@ -425,3 +429,33 @@ def test_credentials_of_a_failed_spawn_are_still_scrubbed(main_team, scripted_pr
     rows = LlmExchange.objects.filter(session_id=outcome.session_id)
     assert secret not in json.dumps([[e.request_messages, e.response] for e in rows])
     assert secret not in json.dumps(list(ToolCall.objects.values("arguments", "result", "error")))
+
+
+def test_a_stop_requested_in_this_process_is_read_before_the_next_model_call(
+    main_team, scripted_provider, settings, monkeypatch
+):
+    """However recent the last read, a cancel made here (a tool cancelling, the reaper)
+    is read before the next call: the session makes no call after it."""
+    from openhive.engine import stopping
+
+    settings.OPENHIVE = {
+        **settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60, "CANCEL_FRESH_SECONDS": 60
+    }
+    scripted_provider(LIST_FOREVER)
+    cancelled: list[int] = []
+    from openhive.engine import tool_calls
+
+    original = tool_calls.call_tool
+
+    def call_then_cancel(*args, **kwargs):
+        result = original(*args, **kwargs)
+        cancelled.append(1)
+        stopping.stop_requested()
+        return result
+
+    monkeypatch.setattr("openhive.engine.session.call_tool", call_then_cancel)
+    outcome = run_team_session(
+        main_team, "go", should_cancel=lambda: bool(cancelled), max_turns=10
+    )
+    assert outcome.stop_reason == "cancelled"
+    assert session_of(outcome).turns == 1

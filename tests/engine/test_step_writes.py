@@ -119,7 +119,9 @@ def test_a_task_step_reads_only_the_cancel_flag(
     main_team, scripted_provider, noop_tool, settings, write_window
 ):
     # No poll while a model call runs (a slow machine would add reads): the read before it.
-    settings.OPENHIVE = {**settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60}
+    settings.OPENHIVE = {
+        **settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60, "CANCEL_FRESH_SECONDS": 0
+    }
     write_window(0)
 
     def run() -> None:
