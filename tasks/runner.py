@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import connection
 
 from openhive.core.db import RESET_ERRORS, keep_connection_if_sound, reconnecting, reconnects
 from openhive.engine import tracing
@@ -23,6 +23,7 @@ from teams.agent import run_team_session
 from teams.skills import SkillInvalid, SkillNotFound, load_skills, with_skill
 from teams.subagents import load_subagents
 
+from . import leases
 from .finisher import current_finisher
 from .models import Task
 from .services import (
@@ -31,7 +32,6 @@ from .services import (
     task_finish,
     task_hand_back,
     task_release_dispatch,
-    task_renew_lease,
 )
 from .services.claims import batch_owner, task_claim_batch
 from .services.waiting import resume_for, task_wait
@@ -125,30 +125,21 @@ def _continue_trace(task: Task | None) -> None:
 def run_claimed(task: Task, worker: str) -> str:
     """Run a task this worker holds: renew its lease meanwhile, record the end."""
     task_id = task.pk
-    stop_renewing = threading.Event()
-    renewer = threading.Thread(
-        target=_renew_until, args=(task_id, worker, stop_renewing), daemon=True
-    )
-    renewer.start()
     stop_reason = ""
     try:
-        status, result, stop_reason = _execute(task, worker)
+        with leases.renewed(task_id, worker):
+            status, result, stop_reason = _execute(task, worker)
     except RESET_ERRORS as exc:
         # The database went away for longer than the reconnects covered: not the task's
         # failure. Hand it back (once the database answers again) rather than fail it.
         logger.warning(
             "task %s interrupted: database unavailable (%s)", task_id, exc, exc_info=True
         )
-        stop_renewing.set()
-        renewer.join(timeout=5)
         _hand_back_when_possible(task_id, worker, f"the database connection was lost: {exc}")
         return Task.Status.PENDING
     except Exception as exc:  # never leave a claimed task running: record the failure
         logger.exception("task %s crashed", task_id)
         status, result = Task.Status.FAILED, f"Error: {type(exc).__name__}: {exc}"
-    finally:
-        stop_renewing.set()
-        renewer.join(timeout=5)
     if status == DEFERRED:
         return Task.Status.PENDING
     if status == WAITING:
@@ -266,19 +257,6 @@ def still_held_check(task_id: int, worker: str) -> Callable[[], bool]:
             return cursor.fetchone() is None
 
     return should_cancel
-
-
-def _renew_until(task_id: int, worker: str, stop: threading.Event) -> None:
-    interval = max(1.0, settings.OPENHIVE["LEASE_SECONDS"] / 3)
-    try:
-        while not stop.wait(interval):
-            try:
-                if not task_renew_lease(task_id=task_id, worker=worker):
-                    return
-            except RESET_ERRORS:  # still down after the reconnects: try at the next beat
-                logger.warning("lease of task %s not renewed: database unavailable", task_id)
-    finally:
-        close_old_connections()
 
 
 def _hand_back_when_possible(task_id: int, worker: str, reason: str) -> None:

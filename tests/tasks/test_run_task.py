@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from pydantic import BaseModel, ConfigDict
 
@@ -195,3 +197,28 @@ def test_a_connection_that_saw_an_error_and_no_longer_answers_is_replaced(
     monkeypatch.setattr(type(connection), "is_usable", lambda self: False)
     assert run_task(task.pk) == Task.Status.DONE
     assert connection.connection is not None and connection.connection is not broken
+
+
+def test_a_running_tasks_lease_is_renewed_while_its_session_runs(
+    ops, scripted_provider, settings, monkeypatch
+):
+    from tasks import leases
+
+    settings.OPENHIVE = {**settings.OPENHIVE, "LEASE_SECONDS": 3}  # renewed every second
+    renewals: list[tuple[int, bool]] = []
+    original = leases.task_renew_lease
+
+    def renew(*, task_id: int, worker: str) -> bool:
+        held = original(task_id=task_id, worker=worker)
+        renewals.append((task_id, held))
+        return held
+
+    monkeypatch.setattr(leases, "task_renew_lease", renew)
+    scripted_provider([{"when": {}, "reply": {"content": "slow", "delay_ms": 1500}}])
+    task = task_enqueue(team=ops, text="take your time")
+    assert run_task(task.pk) == Task.Status.DONE
+    assert (task.pk, True) in renewals
+    # Once the run is over its task is no longer renewed.
+    count = len(renewals)
+    time.sleep(1.2)
+    assert len(renewals) == count
