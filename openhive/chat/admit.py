@@ -33,7 +33,7 @@ ADMIT_BATCH = 200
 LOCK_PATIENCE_SECONDS = 30.0
 LOCK_POLL_SECONDS = 0.001
 # The longest a turn waits for the admissions in progress to be acked (AdmitQueue.settled).
-SETTLE_SECONDS = 0.5
+SETTLE_SECONDS = 2.0
 
 
 class Unavailable(DomainError):
