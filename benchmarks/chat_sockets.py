@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -36,6 +35,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.chat_procs import burst_spread, memory, server_cpu  # noqa: E402
+
+SERVER_PID = 0
+ACKED: dict = {}
 
 
 def _free_port() -> int:
@@ -93,6 +97,12 @@ def start_daphne(data_dir: Path, port: int) -> subprocess.Popen:
     process = subprocess.Popen(
         [
             sys.executable,
+            # BENCH_PROFILE=<file>: the web process's main thread (its event loop) under cProfile.
+            *(
+                ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]]
+                if "BENCH_PROFILE" in os.environ
+                else []
+            ),
             "-m",
             "daphne",
             "-b",
@@ -165,6 +175,8 @@ class Client:
             await self.ws.send(json.dumps({"type": "message", "content": f"message {i}"}))
             at, _ = await self.wait_for("ack")
             acks.append((at - sent) * 1000)
+            if len(acks) == ACKED.get("of"):  # the first round's last ack
+                ACKED["cpu"] = server_cpu(SERVER_PID)
             await self.answers(before + 1)
 
     async def paced(self, count: int, mean_gap: float, acks: list[float], rng) -> None:
@@ -215,7 +227,13 @@ async def fan_out(clients: list[Client]) -> float:
 
 
 async def run_level(
-    url: str, origin: str, users: list[tuple[str, str]], messages: int, rate: float, fan=True
+    url: str,
+    origin: str,
+    users: list[tuple[str, str]],
+    messages: int,
+    rate: float,
+    fan: bool = True,
+    paced_run: bool = True,
 ) -> dict:
     import random
 
@@ -226,13 +244,20 @@ async def run_level(
     paced: list[float] = []
     rng = random.Random(42)
     t0 = time.perf_counter()
-    await asyncio.gather(*(c.paced(messages, len(clients) / rate, paced, rng) for c in clients))
+    if paced_run:
+        await asyncio.gather(*(c.paced(messages, len(clients) / rate, paced, rng) for c in clients))
+    else:
+        paced = [float("nan")]
     paced_s = time.perf_counter() - t0
     # 2) burst: every socket sends at once, next message after its answer
     acks: list[float] = []
+    cpu0 = server_cpu(SERVER_PID)
+    ACKED.update(of=len(clients), cpu=None)
     t0 = time.perf_counter()
     await asyncio.gather(*(c.chat(messages, acks) for c in clients))
     chat_s = time.perf_counter() - t0
+    acked = {k: (v - cpu0.get(k, 0)) * 1000 / len(clients) for k, v in ACKED["cpu"].items()}
+    cpu = {k: (v - cpu0.get(k, 0)) * 1000 / len(acks) for k, v in server_cpu(SERVER_PID).items()}
     fan_s = await fan_out(clients) if fan else float("nan")
     await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
     return {
@@ -247,6 +272,8 @@ async def run_level(
         "msgs_per_s": len(acks) / chat_s,
         "fanout_s": fan_s,
         "fanout_per_s": len(clients) / fan_s,
+        "cpu_ms": cpu,
+        "acked_cpu_ms": acked,
     }
 
 
@@ -282,30 +309,6 @@ async def flood(url: str, origin: str, user: tuple[str, str], count: int) -> dic
     return {"acked": len(acks), "busy": busy, "p99": _pct(acks, 99), "answered_s": answered_s}
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            out += [int(c) for c in (task / "children").read_text().split()]
-    return out
-
-
-def memory(daphne_pid: int) -> dict[str, float]:
-    figures = {"web": _rss_mb(daphne_pid)}
-    for child in _children(daphne_pid):
-        with contextlib.suppress(OSError):
-            if b"turnhost" in Path(f"/proc/{child}/cmdline").read_bytes():
-                figures["turn host"] = _rss_mb(child)
-    return figures
-
-
 async def many_messages(url: str, origin: str, users: list[tuple[str, str]], total: int) -> float:
     """`total` messages from these sockets (each sends its next after its answer); msgs/s."""
     clients = await open_all(url, origin, users)
@@ -331,6 +334,15 @@ def main() -> None:
     )
     parser.add_argument("--flood", type=int, default=1000, help="one socket sends this many")
     parser.add_argument("--memory-messages", type=int, default=10_000)
+    parser.add_argument(
+        "--burst-only", action="store_true", help="skip the paced run and the fan-out"
+    )
+    parser.add_argument(
+        "--client-procs",
+        type=int,
+        default=4,
+        help="also run the burst with the sockets spread over this many client processes",
+    )
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="openhive-bench-"))
     backend = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite (WAL)"
@@ -339,6 +351,8 @@ def main() -> None:
     users = prepare(data_dir, max(args.sockets) + 1)
     port = _free_port()
     daphne = start_daphne(data_dir, port)
+    global SERVER_PID
+    SERVER_PID = daphne.pid
     base_url, origin = f"ws://127.0.0.1:{port}", f"http://127.0.0.1:{port}"
     url, echo_url = f"{base_url}/ws/chat/", f"{base_url}/ws/echo/"
     print(
@@ -360,13 +374,27 @@ def main() -> None:
             runs = {}
             for label, target in (("echo", echo_url), ("chat", url)):
                 r = runs[label] = asyncio.run(
-                    run_level(target, origin, users[:n], args.messages, args.rate, label == "chat")
+                    run_level(
+                        target,
+                        origin,
+                        users[:n],
+                        args.messages,
+                        args.rate,
+                        fan=label == "chat" and not args.burst_only,
+                        paced_run=not args.burst_only,
+                    )
                 )
                 print(
                     f"{f'{n} {label}':>12} {r['connect_s']:>7.1f}s | {r['paced_p50']:>7.1f}ms "
                     f"{r['paced_p99']:>6.1f}ms | {r['ack_p50']:>7.1f}ms {r['ack_p99']:>6.1f}ms "
                     f"{r['ack_max']:>6.1f}ms {r['ack_p99'] / base:>8.1f} {r['msgs_per_s']:>7.1f} "
                     f"| {r['fanout_s']:>7.2f}s {r['fanout_per_s']:>8.0f}"
+                )
+                cpu = ", ".join(f"{k} {v:.2f} ms" for k, v in r["cpu_ms"].items())
+                acked = ", ".join(f"{k} {v:.2f} ms" for k, v in r["acked_cpu_ms"].items())
+                print(
+                    f"{'':>12} burst CPU per message until the last first-round ack: {acked}; "
+                    f"until all answered: {cpu}"
                 )
             if n >= 500:
                 for label, key in (("paced", "paced_p99"), ("burst", "ack_p99")):
@@ -375,6 +403,20 @@ def main() -> None:
                         f"goal ack p99 <= 50 ms at {n} sockets, {label}: {_verdict(p99, 50)} "
                         f"({p99:.1f} ms; echo {echo:.1f} ms; ratio {p99 / echo:.1f}x)"
                     )
+            if args.client_procs > 1:
+                k = args.client_procs
+                spread = {
+                    label: burst_spread(open_all, target, origin, users[:n], args.messages, k)
+                    for label, target in (("echo", echo_url), ("chat", url))
+                }
+                p99, echo = spread["chat"]["ack_p99"], spread["echo"]["ack_p99"]
+                print(
+                    f"burst, {n} sockets over {k} client processes: chat p50 "
+                    f"{spread['chat']['ack_p50']:.1f} ms p99 {p99:.1f} ms; echo p50 "
+                    f"{spread['echo']['ack_p50']:.1f} ms p99 {echo:.1f} ms; ratio "
+                    f"{p99 / echo:.1f}x; goal ack p99 <= 50 ms (at 500): {_verdict(p99, 50)}; load "
+                    f"average {os.getloadavg()[0]:.1f}"
+                )
         if args.flood:
             f = asyncio.run(flood(url, origin, users[-1], args.flood))
             print(

@@ -32,6 +32,8 @@ ADMIT_BATCH = 200
 # How long an admission waits for SQLite's write lock (as long as any other write would).
 LOCK_PATIENCE_SECONDS = 30.0
 LOCK_POLL_SECONDS = 0.001
+# The longest a turn waits for the admissions in progress to be acked (AdmitQueue.settled).
+SETTLE_SECONDS = 2.0
 
 
 class Unavailable(DomainError):
@@ -177,6 +179,21 @@ class AdmitQueue:
         self.waiting: list[tuple[Admission, asyncio.Future]] = []
         self.flushing = False
         self.flusher: asyncio.Task | None = None
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    async def settled(self) -> None:
+        """Returns once no admission is waiting or being written, or after SETTLE_SECONDS.
+
+        A burst's turns (routing, the turn host's traffic, their events, topic lists and
+        answers) run on the same event loop, and hold the same GIL, as the admissions: started
+        at once, the first acked messages' turns made the rest of the burst wait longer for
+        their acks. Turns wait here first, so a burst's acks go out before the turns they
+        start; the bound keeps a steady stream of admissions from holding turns back long."""
+        if self.idle.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.idle.wait(), SETTLE_SECONDS)
 
     async def admit(self, admission: Admission) -> Inbound:
         loop = asyncio.get_running_loop()
@@ -184,6 +201,7 @@ class AdmitQueue:
         self.waiting.append((admission, future))
         if not self.flushing:
             self.flushing = True
+            self.idle.clear()
             self.flusher = loop.create_task(self._flush())
         return await future
 
@@ -206,6 +224,7 @@ class AdmitQueue:
                         future.set_result(result)
         finally:
             self.flushing = False
+            self.idle.set()
 
 
 _queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AdmitQueue] = (

@@ -15,6 +15,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.urls import reverse
@@ -64,6 +65,18 @@ ASSERTED_ID = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
+    async def dispatch(self, message: dict) -> None:
+        """Channels' dispatch without its `aclose_old_connections()` before every frame: that
+        is a round trip to the process's one shared sync thread per frame, so a burst of 500
+        messages queued its frames through that thread one by one (profiled: the largest
+        cost of an ack in a burst). This consumer touches the database only on the dbpool
+        threads, which check and keep their own connections; the sync thread's connections
+        are not its to close."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     async def connect(self) -> None:
         sender = await self._identify()
         await self.accept()
@@ -181,6 +194,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # Routing in arrival order: a message is filed only after the one before it.
         await self.routing_lock.acquire()
         try:
+            await admit_queue().settled()  # the acks of a burst before its turns
+
             routed: Routed = await turn_executor().route(inbound)
         except DomainError as exc:  # the named topic was closed meanwhile
             self.routing_lock.release()

@@ -40,15 +40,20 @@ def _keeping_connection(func: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+# The wrappers are made once per function: building a SyncToAsync (and its functools.wraps)
+# for every call was a visible part of the event loop's work per message in a burst.
+@functools.lru_cache(maxsize=256)
 def db(func: Callable[..., Any]) -> SyncToAsync:
     """`await db(f)(...)`: run f on a chat database thread."""
     return SyncToAsync(_keeping_connection(func), thread_sensitive=False, executor=_DB_POOL)
 
 
+@functools.lru_cache(maxsize=256)
 def on_admit_thread(func: Callable[..., Any]) -> SyncToAsync:
     return SyncToAsync(_keeping_connection(func), thread_sensitive=False, executor=_ADMIT_POOL)
 
 
+@functools.lru_cache(maxsize=256)
 def on_turn_thread(func: Callable[..., Any]) -> SyncToAsync:
     return SyncToAsync(func, thread_sensitive=False, executor=_TURN_POOL)
 

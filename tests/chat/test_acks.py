@@ -109,3 +109,46 @@ async def test_calls_running_when_the_host_dies_fail_instead_of_hanging():
     with pytest.raises(turnpool.TurnHostGone):
         await future
     assert host.pending == {}
+
+
+async def test_turns_wait_for_the_admissions_in_progress_and_no_longer_than_the_bound(
+    monkeypatch,
+):
+    """A burst's acks go out before the turns it started: a turn waits while admissions are
+    being written, starts at once when none are, and never waits past SETTLE_SECONDS."""
+    from openhive.chat import admit
+
+    queue = admit.AdmitQueue()
+    await asyncio.wait_for(queue.settled(), 0.1)  # idle: no wait at all
+    queue.idle.clear()  # as while a batch is being written
+    waiter = asyncio.ensure_future(queue.settled())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    queue.idle.set()
+    await asyncio.wait_for(waiter, 1)
+    monkeypatch.setattr(admit, "SETTLE_SECONDS", 0.01)
+    queue.idle.clear()
+    await asyncio.wait_for(queue.settled(), 1)  # the bound, not the admissions, ends it
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("close_db_connections")
+async def test_a_chat_frame_does_not_queue_through_the_shared_sync_thread(
+    token, scripted_provider, monkeypatch
+):
+    """Channels closes old connections on its one sync thread before every frame; the chat
+    consumer's database work runs on its own threads, so its frames skip that round trip."""
+    import channels.consumer
+
+    scripted_provider([{"when": {"team": "main"}, "reply": {"content": "done"}}])
+
+    async def refuse() -> None:
+        raise AssertionError("a chat frame waited for the shared sync thread")
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", refuse)
+    communicator = await connect(f"/ws/chat/?token={token}")
+    await receive_until(communicator, "topic_list")
+    await communicator.send_json_to({"type": "message", "content": "hello"})
+    await receive_until(communicator, "ack")
+    assert (await receive_until(communicator, "response"))[-1]["content"] == "done"
+    await communicator.disconnect()
