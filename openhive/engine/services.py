@@ -164,12 +164,20 @@ def _without_flush_wait() -> Iterator[None]:
 # signals, none of which these tables use) cost more than the writes.
 
 
+# Fields whose value, when it is already of one of these types, goes to the driver as it is:
+# preparing it through the field changes nothing (text, numbers, flags, foreign keys).
+_PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField,
+                 models.ForeignKey)  # fmt: skip
+_PLAIN_VALUES = frozenset({str, int, bool, type(None)})
+
+
 @functools.cache
-def _columns(model: type[models.Model]) -> tuple[str, tuple[models.Field, ...]]:
+def _columns(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field, bool], ...]]:
     fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
     quote = connection.ops.quote_name
     names = ", ".join(quote(f.column) for f in fields)
-    return f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ", fields
+    plain = tuple((f, isinstance(f, _PLAIN_FIELDS)) for f in fields)
+    return f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ", plain
 
 
 def _insert(model: type[models.Model], rows: list[dict]) -> tuple[str, list]:
@@ -177,9 +185,12 @@ def _insert(model: type[models.Model], rows: list[dict]) -> tuple[str, list]:
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
     params: list = []
     for row in rows:
-        for field in fields:
+        for field, plain in fields:
             value = row[field.attname] if field.attname in row else field.get_default()
-            params.append(field.get_db_prep_save(value, connection))
+            if plain and type(value) in _PLAIN_VALUES:
+                params.append(value)
+            else:
+                params.append(field.get_db_prep_save(value, connection))
     return head + ", ".join([row_sql] * len(rows)), params
 
 
