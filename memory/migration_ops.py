@@ -9,32 +9,30 @@ from typing import Any
 from django.db import migrations
 
 
-class PostgresOnlyAddIndex(migrations.AddIndex):
+class _PostgresOnly:
+    """Runs the operation's database side on PostgreSQL only; the state changes everywhere."""
+
+    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any):
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_forwards(  # type: ignore[misc]
+                app_label, schema_editor, from_state, to_state
+            )
+
+    def database_backwards(
+        self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any
+    ):
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_backwards(  # type: ignore[misc]
+                app_label, schema_editor, from_state, to_state
+            )
+
+
+class PostgresOnlyAddIndex(_PostgresOnly, migrations.AddIndex):
     """AddIndex that creates the index on PostgreSQL only (SQLite cannot parse HNSW/GIN)."""
 
-    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
 
-    def database_backwards(
-        self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any
-    ):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
-
-
-class PostgresOnlyRemoveIndex(migrations.RemoveIndex):
+class PostgresOnlyRemoveIndex(_PostgresOnly, migrations.RemoveIndex):
     """RemoveIndex for the indexes that PostgresOnlyAddIndex made (SQLite never had them)."""
-
-    def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-
-    def database_backwards(
-        self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any
-    ):
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
 
 
 class VendorSQL(migrations.RunSQL):

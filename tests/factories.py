@@ -42,3 +42,13 @@ def claim(*, task_id: int, worker: str, now=None) -> Task | None:
         return run()
     with time_machine.travel(now, tick=False):
         return run()
+
+
+def set_cap(name: str, cap: int) -> None:
+    """The team's cap of daily operations running at once, written into its config.yaml."""
+    from openhive.core import paths
+
+    config = paths.team_dir(name) / "config.yaml"
+    text = config.read_text()
+    current = next(line for line in text.splitlines() if "max_concurrent_daily_ops" in line)
+    config.write_text(text.replace(current, f"max_concurrent_daily_ops: {cap}"))

@@ -12,32 +12,16 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from openhive.core import paths
-from openhive.org.services import team_spawn
 from tasks.models import OrgOpLock, Task
 from tasks.pull import PullWorker
 from tasks.runner import run_next_task
 from tasks.services import task_cancel, task_enqueue, task_finish, tasks_reap_expired_leases
 from tasks.services.claims import batch_owner, task_claim_batch
+from tests.factories import set_cap
 
 P = Task.Priority
 
 
-def set_cap(name: str, cap: int) -> None:
-    config = paths.team_dir(name) / "config.yaml"
-    text = config.read_text()
-    current = next(line for line in text.splitlines() if "max_concurrent_daily_ops" in line)
-    config.write_text(text.replace(current, f"max_concurrent_daily_ops: {cap}"))
-
-
-@pytest.fixture
-def teams(main_team):
-    made = [
-        team_spawn(parent=main_team, name=name, scope_accepts=[name]).team
-        for name in ("ops", "db", "web")
-    ]
-    Task.objects.all().delete()
-    return made
 
 
 def statuses(tasks) -> list[str]:

@@ -12,8 +12,6 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from openhive.core import paths
-from openhive.org.services import team_spawn
 from tasks.finisher import Finisher
 from tasks.models import Task
 from tasks.pull import PullWorker
@@ -22,23 +20,7 @@ from tasks.services import task_cancel, task_enqueue, tasks_reap_expired_leases
 from tasks.services.claims import batch_owner, task_claim_batch
 from tasks.services.finishes import HeldEnd, tasks_finish_held
 from tasks.signals import task_finished
-
-
-@pytest.fixture
-def teams(main_team):
-    made = [
-        team_spawn(parent=main_team, name=name, scope_accepts=[name]).team
-        for name in ("ops", "db", "web")
-    ]
-    Task.objects.all().delete()
-    return made
-
-
-def set_cap(name: str, cap: int) -> None:
-    config = paths.team_dir(name) / "config.yaml"
-    text = config.read_text()
-    current = next(line for line in text.splitlines() if "max_concurrent_daily_ops" in line)
-    config.write_text(text.replace(current, f"max_concurrent_daily_ops: {cap}"))
+from tests.factories import set_cap
 
 
 def end_of(task: Task, owner: str, result: str = "ok") -> HeldEnd:
