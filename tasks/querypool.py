@@ -21,6 +21,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
+from openhive.core.db import keep_connection_if_sound
+
 _Job = Callable[[], None] | None  # None: end now
 
 _lock = threading.Lock()
@@ -78,10 +80,10 @@ def _tidy_connections() -> None:
     """Keep a connection only in a clean state: a child's failure may leave one mid-transaction
     or broken, and the next child must not inherit that."""
     for conn in connections.all(initialized_only=True):
-        if conn.connection is None:
-            continue
-        if conn.in_atomic_block or conn.errors_occurred or not conn.get_autocommit():
+        if conn.in_atomic_block:  # a child left an atomic block open: nobody will close it
             conn.close()
+        else:
+            keep_connection_if_sound(conn.alias)
 
 
 class _Thread:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from django.conf import settings
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
+from openhive.core import paths
 from openhive.core.scrubbing import scrub
 from openhive.engine.models import Session
 from teams.config import TeamConfig, load_team_config
@@ -18,28 +18,27 @@ from .models import OrgOpLock, Task, TaskTodo, UserQuestion
 from .timing import ready_q, redispatch_cutoff
 
 STALE_IN_FLIGHT_MS = 600_000
-_CAP_CACHE: dict[tuple[str, str], tuple[tuple[int, int], int]] = {}
+_CAP_CACHE: dict[str, tuple[tuple[int, int], int]] = {}
 DEFAULT_CAP = TeamConfig.model_fields["max_concurrent_daily_ops"].default
 
 
 def team_cap(name: str) -> int:
     """`max_concurrent_daily_ops` from the team's config.yaml, re-read when the file changes.
-    Every claim asks for each candidate team: the check is one stat of a path joined as a
-    string (building it with pathlib cost more than the stat)."""
-    run_dir = str(settings.RUN_DIR)
+    Every claim asks for each candidate team: the check is one stat."""
+    path = paths.team_file(name, "config.yaml")
     try:
-        stat = os.stat(os.path.join(run_dir, "teams", name, "config.yaml"))
+        stat = os.stat(path)
         version = (stat.st_mtime_ns, stat.st_size)
     except OSError:
         version = (-1, -1)
-    cached = _CAP_CACHE.get((run_dir, name))
+    cached = _CAP_CACHE.get(path)
     if cached is not None and cached[0] == version:
         return cached[1]
     try:
         cap = load_team_config(name).max_concurrent_daily_ops
     except Exception:  # a broken config must not stop the queue: fall back to the default
         cap = DEFAULT_CAP
-    _CAP_CACHE[(run_dir, name)] = (version, cap)
+    _CAP_CACHE[path] = (version, cap)
     return cap
 
 

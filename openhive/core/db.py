@@ -24,6 +24,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 RESET_ERRORS = (OperationalError, InterfaceError)
+# PostgreSQL, for the current transaction only: its commit does not wait for the WAL to reach
+# the disk (see the callers for what each trades, and why it is safe there).
+NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
 _local = threading.local()
 ATTEMPTS = 4
 BACKOFF_SECONDS = (0.05, 0.2, 0.8)

@@ -12,7 +12,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from openhive.core.db import reconnecting
+from openhive.core.db import NO_FLUSH_WAIT, reconnecting
 
 from .models import LEADER, EngineLease, LlmExchange, Session, ToolCall
 
@@ -113,7 +113,7 @@ def session_record_step(
     if not statements:
         return
     if _may_skip_flush_wait():
-        statements.insert(0, (_NO_FLUSH_WAIT, []))
+        statements.insert(0, (NO_FLUSH_WAIT, []))
     if connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get(
         "server_side_binding"
     ):
@@ -127,10 +127,6 @@ def session_record_step(
     with transaction.atomic(), connection.cursor() as cursor:
         for sql, params in statements:
             cursor.execute(sql, params)
-
-
-# PostgreSQL: for this transaction only, the commit does not wait for the WAL to reach the disk.
-_NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
 
 
 def _may_skip_flush_wait() -> bool:
@@ -155,7 +151,7 @@ def _without_flush_wait() -> Iterator[None]:
         return
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute(_NO_FLUSH_WAIT)
+            cursor.execute(NO_FLUSH_WAIT)
         yield
 
 

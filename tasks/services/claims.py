@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from openhive.core.db import reconnecting
+from openhive.core.db import NO_FLUSH_WAIT, reconnecting
 from teams.models import Team
 
 from ..models import OrgOpLock, Task
@@ -247,7 +247,7 @@ def end_held(task_id: int, worker: str, fields: dict) -> int:
     assignments = ", ".join(f"{ops.quote_name(name)} = %s" for name in fields)
     prefix = source = ""
     if connection.vendor == "postgresql" and not settings.OPENHIVE["QUEUE_SYNC_FINISH"]:
-        prefix = "WITH async AS (SELECT set_config('synchronous_commit', 'off', true)) "
+        prefix = f"WITH async AS ({NO_FLUSH_WAIT}) "
         source = "FROM async "
     with connection.cursor() as cursor:
         cursor.execute(

@@ -15,7 +15,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import connection, transaction
 
-from openhive.core.db import reconnecting
+from openhive.core.db import NO_FLUSH_WAIT, reconnecting
 from openhive.core.scrubbing import scrub
 
 from ..models import Task
@@ -90,7 +90,7 @@ def _update_postgres(ends: list[HeldEnd], rows: list[dict]) -> set[int]:
     prefix, source = "", ""
     if not settings.OPENHIVE["QUEUE_SYNC_FINISH"]:
         # See `end_held`: the operator's explicit trade, scoped to this transaction.
-        prefix = "WITH async AS (SELECT set_config('synchronous_commit', 'off', true)) "
+        prefix = f"WITH async AS ({NO_FLUSH_WAIT}) "
         source = "async, "
     with connection.cursor() as cursor:
         cursor.execute(

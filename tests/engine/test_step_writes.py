@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from pydantic import BaseModel
 
 from openhive.core import registry
+from openhive.core.db import NO_FLUSH_WAIT
 from openhive.engine.models import LlmExchange, Session, ToolCall
 from openhive.engine.recorder import RequestDigest, digest
 from tasks.models import Task
@@ -52,7 +53,7 @@ def steps_then_answer(steps: int, calls_per_step: int = 1, call: dict = LIST) ->
     ]
 
 
-NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
+
 WRITE = re.compile(r'(?:^|; )(?:INSERT INTO|UPDATE|DELETE FROM) "')
 
 
