@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from openhive.core import paths, saferegex
 
@@ -103,6 +103,9 @@ class Script(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     rules: list[Rule]
+    # How often each limited rule has answered. Kept on the script itself: a count kept by
+    # `id(script)` outlived a dropped script and was inherited by the next one given its id.
+    _uses: dict[int, int] = PrivateAttr(default_factory=dict)
 
 
 @dataclass
@@ -200,19 +203,15 @@ def rule_matches(when: When, conv: Conversation) -> bool:
     )
 
 
-_uses: dict[tuple[int, int], int] = {}
-
-
 def choose_reply(script: Script, conv: Conversation) -> Reply:
     for index, rule in enumerate(script.rules):
         if not rule_matches(rule.when, conv):
             continue
         if rule.times is not None:
             with _cache_lock:
-                key = (id(script), index)
-                if _uses.get(key, 0) >= rule.times:
+                if script._uses.get(index, 0) >= rule.times:
                     continue
-                _uses[key] = _uses.get(key, 0) + 1
+                script._uses[index] = script._uses.get(index, 0) + 1
         return rule.reply
     raise ScriptError(
         f"scripted provider: no rule matched (team={conv.team}, last={conv.last_role}, "

@@ -11,6 +11,7 @@ from openhive.engine import scripted
 from openhive.engine.models import LlmExchange, Session
 from openhive.engine.scripted import (
     Conversation,
+    Script,
     ScriptError,
     When,
     choose_reply,
@@ -157,6 +158,19 @@ def test_first_matching_rule_wins(openhive_dirs):
     assert choose_reply(script, conv(last_text="hello")).content == "first"
     assert choose_reply(script, conv(last_text="bye")).content == "second"
     assert choose_reply(script, conv(last_role="tool", last_text="bye")).content == "fallback"
+
+
+def test_a_new_script_starts_its_limited_rules_afresh_even_at_a_dropped_scripts_address():
+    # CPython hands a freed object's address to the next one of its size: a use count kept by
+    # `id(script)` made a fresh script inherit a dropped one's, and its `times: 1` rule was spent.
+    for _ in range(20):
+        script = Script.model_validate(
+            {"rules": [{"when": {}, "times": 1, "reply": {"content": "once"}}]}
+        )
+        assert choose_reply(script, conv()).content == "once"
+        with pytest.raises(ScriptError):
+            choose_reply(script, conv())
+        del script
 
 
 def test_no_matching_rule_is_an_error_naming_the_script(openhive_dirs):
@@ -366,3 +380,26 @@ def test_a_rule_error_names_the_rule_and_field_in_the_session_error(main_team, s
     scripted._cache.clear()
     outcome = run_team_session(main_team, "hi")
     assert "rules.0.reply.delay: Extra inputs are not permitted" in outcome.error
+
+
+@pytest.mark.django_db
+def test_a_scripted_call_is_priced_by_its_script_without_litellm_failing_to(
+    main_team, scripted_provider, monkeypatch, caplog
+):
+    import traceback
+
+    from openhive.engine import llm
+
+    llm._priced.clear()  # priced anew in this test: its registration is what is checked
+
+    scripted_provider(
+        [{"when": {}, "reply": {"content": "ok", "usage": {"prompt_tokens": 5, "cost_usd": 0.25}}}]
+    )
+    formatted: list[str] = []  # litellm formats a traceback whenever its own pricing fails
+    real = traceback.format_exc
+    monkeypatch.setattr(traceback, "format_exc", lambda *a, **k: formatted.append(1) or real())
+    outcome = run_team_session(main_team, "hi")
+    assert outcome.ok
+    assert Session.objects.get(pk=outcome.session_id).cost_usd == pytest.approx(0.25)
+    assert formatted == []
+    assert [r.getMessage() for r in caplog.records if r.name == "LiteLLM"] == []  # no warning
