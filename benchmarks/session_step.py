@@ -59,9 +59,10 @@ def reset_script() -> None:
 
 
 def bare(steps: int, schema: dict) -> float:
-    from openhive.engine.llm import get_litellm
+    from openhive.engine.llm import get_litellm, price_scripted_model
 
     litellm = get_litellm()
+    price_scripted_model(f"scripted/{SCRIPT}")  # as the engine does: no failed pricing per call
     messages = [{"role": "system", "content": "You add."}, {"role": "user", "content": "go"}]
     started = time.perf_counter()
     calls = 0

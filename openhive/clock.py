@@ -1,6 +1,8 @@
 """The engine loop: owns the clock. One loop leads (a lease row in the database); the leader
-hands pending tasks to django-q2 workers in strict priority order, and reaps tasks whose worker
-died. The others wait to take over."""
+runs the clock jobs (triggers, reaping tasks whose worker died, the stall detector) and, when
+the workers are django-q2's (`qcluster`), hands them pending tasks in strict priority order.
+Pull workers (`manage.py openhive worker`, as `serve` runs them) claim from the task table
+themselves: a loop beside them runs with `dispatching=False`. The others wait to take over."""
 
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ class EngineLoop:
         enqueue: Callable[[int], None] = default_enqueue,
         clock: Callable[[], datetime] = timezone.now,
         slots: int | None = None,
+        dispatching: bool = True,
     ) -> None:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.enqueue = enqueue
@@ -50,6 +53,7 @@ class EngineLoop:
         if slots is None:
             slots = settings.OPENHIVE["DISPATCH_SLOTS"] or settings.Q_CLUSTER["workers"]
         self.slots = slots
+        self.dispatching = dispatching
         self.leading = False
         self._last_run: dict[str, datetime] = {}
 
@@ -66,7 +70,7 @@ class EngineLoop:
         self.leading = leading
         if not leading:
             return {"dispatched": 0}
-        stats = {"dispatched": self.dispatch(now)}
+        stats = {"dispatched": self.dispatch(now) if self.dispatching else 0}
         for job in registered_jobs():
             last = self._last_run.get(job.name)
             if last is not None and (now - last).total_seconds() < job.every_seconds:

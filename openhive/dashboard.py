@@ -2,8 +2,10 @@
 tokens and cost by team, the engine leader, the workers, provider health and recent failures.
 It costs a fixed handful of aggregate queries (about ten), whatever the size of the history.
 
-Workers are seen three ways: django-q2's cluster heartbeat (each cluster saves its status,
-with its worker pids, every second into the shared `cluster-stats` cache, for 3 s), the task
+Workers are seen four ways: the pull workers' heartbeat rows (`engine.WorkerBeat`, renewed
+every 2 s by each `openhive worker`, as `serve` runs it), django-q2's cluster heartbeat (each
+`qcluster` saves its status, with its worker pids, every second into the shared
+`cluster-stats` cache, for 3 s), the task
 leases held right now (a worker renews them while it runs a task), and a task handed out to the
 workers that nobody claimed for 30 s (the sign that none is taking work)."""
 
@@ -21,7 +23,7 @@ from openhive.core.scrubbing import scrub
 from openhive.engine.budgets import day_start
 from openhive.engine.models import LEADER, EngineLease, LlmExchange, Session
 from openhive.engine.providers import list_profiles, provider_problems
-from openhive.engine.selectors import usage_by_team
+from openhive.engine.selectors import usage_by_team, workers_alive
 from tasks.models import Task
 from tasks.selectors import questions_waiting, task_counts_by_status
 
@@ -49,13 +51,27 @@ def workers(now: datetime) -> dict:
     waiting = Task.objects.filter(
         status=Task.Status.PENDING, dispatched_at__lt=now - UNCLAIMED_AFTER
     ).count()
-    clusters = _cluster_stats(now)
+    clusters = _pull_workers(now) + _cluster_stats(now)
     return {
         "clusters": clusters,
         "alive": sum(c["workers"] for c in clusters),
         "busy": sorted(busy.items()),
         "unclaimed": waiting,
     }
+
+
+def _pull_workers(now: datetime) -> list[dict]:
+    return [
+        {
+            "host": beat.name.rsplit(":", 1)[0],
+            "pid": beat.name.rsplit(":", 1)[-1],
+            "kind": "worker",
+            "status": f"{beat.busy} busy" if beat.busy else "idle",
+            "workers": beat.threads,
+            "up_since": beat.started_at,
+        }
+        for beat in workers_alive(now)
+    ]
 
 
 def _cluster_stats(now: datetime) -> list[dict]:
@@ -72,6 +88,7 @@ def _cluster_stats(now: datetime) -> list[dict]:
             {
                 "host": s.host,
                 "pid": s.pid,
+                "kind": "qcluster",
                 "status": s.status,
                 "workers": len(s.workers or []),
                 "up_since": s.tob,

@@ -44,7 +44,7 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # No "daphne" app: it only swaps in daphne for `runserver`, and importing it (twisted's
 # reactor) cost every manage.py verb ~0.4 s; `serve` runs daphne itself.
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "openhive.admin_app.AdminConfig",  # django.contrib.admin, discovered by the URLconf
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

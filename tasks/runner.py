@@ -14,8 +14,9 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import connection
 
+from openhive.core.compiled import CompiledQuery
 from openhive.core.db import RESET_ERRORS, keep_connection_if_sound, reconnecting, reconnects
-from openhive.engine import tracing
+from openhive.engine import stopping, tracing
 from openhive.engine.budgets import TriggerWindow, window_since
 from openhive.engine.models import Session
 from openhive.engine.spec import SessionOutcome, outcome_text
@@ -180,7 +181,7 @@ def _execute(task: Task, worker: str) -> tuple[str, str, str]:
         topic_name=task.topic.name if task.topic_id else None,
         max_turns=task.options.get("max_turns"),
         source_channel=task.source_channel,
-        should_cancel=still_held_check(task.pk, worker),
+        should_cancel=still_held_check(task.pk, worker, held=getattr(task, "held_since", None)),
         timeout_seconds=settings.TASK_TIMEOUT_SECONDS,
         origin={**task.options, "trace": getattr(task, "claim_trace", None) or {}},
         trigger_window=trigger_window_of(task),
@@ -242,21 +243,41 @@ def trigger_window_of(task: Task) -> TriggerWindow | None:
     return TriggerWindow(trigger_id=trigger_id, opened_at=opened)
 
 
-def still_held_check(task_id: int, worker: str) -> Callable[[], bool]:
+def still_held_check(
+    task_id: int, worker: str, *, held: tuple[float, int] | None = None
+) -> Callable[[], bool]:
     """`should_cancel` for a session: True once the task is no longer running for this worker
-    (cancelled, replaced, or reaped and handed to another), so it never runs twice at once."""
+    (cancelled, replaced, or reaped and handed to another), so it never runs twice at once.
+    `held`: when (monotonic) and at which stop generation its claim proved it held. The
+    first read, if within CANCEL_FRESH_SECONDS of that and no stop was asked in this process
+    since, is the claim's (one query less per task): a cancel by another process in that
+    moment is then seen by the next read, as one just after any read is."""
 
-    # Read before every model call: the query is compiled once, not at each read.
-    held = Task.objects.filter(pk=task_id, status=Task.Status.RUNNING, lease_owner=worker)
-    sql, params = held.values("pk")[:1].query.sql_with_params()
+    # Read before model calls: the query is compiled once per process, not at each task.
+    sql, params = _RUNNING_OWNER.sql(task_id=task_id)
+    proof = [held]
 
     @reconnecting
     def should_cancel() -> bool:
+        claimed, proof[0] = proof[0], None
+        if claimed is not None:
+            at, generation = claimed
+            fresh = time.monotonic() - at < settings.OPENHIVE["CANCEL_FRESH_SECONDS"]
+            if fresh and stopping.generation() == generation:
+                return False
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchone() is None
+            row = cursor.fetchone()
+        return row is None or row[0] != worker
 
     return should_cancel
+
+
+_RUNNING_OWNER = CompiledQuery(
+    lambda task_id: Task.objects.filter(pk=task_id, status=Task.Status.RUNNING)
+    .order_by()
+    .values_list("lease_owner")[:1]
+)
 
 
 def _hand_back_when_possible(task_id: int, worker: str, reason: str) -> None:

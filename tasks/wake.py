@@ -2,7 +2,8 @@
 enqueue without workers polling the database hot.
 
 - PostgreSQL: `NOTIFY openhive_tasks` inside the enqueueing transaction (delivered at commit,
-  to every listening worker on every machine); each worker process holds one LISTEN connection.
+  to every listening worker on every machine; an enqueue sends it in the INSERT's own query);
+  each worker process holds one LISTEN connection.
 - SQLite (one machine by nature): the enqueue touches a file in the run directory after
   commit; each worker process watches its modification time (a stat every few milliseconds,
   no database read).
@@ -21,6 +22,8 @@ from django.db import connection, connections, transaction
 logger = logging.getLogger(__name__)
 
 CHANNEL = "openhive_tasks"
+# PostgreSQL: what announces work, in the transaction that makes it pending.
+WAKE_STATEMENT = f"NOTIFY {CHANNEL}"
 # How often the SQLite watcher looks at the wake file: the floor of its start latency.
 FILE_WATCH_SECONDS = 0.003
 
@@ -33,7 +36,7 @@ def wake_workers() -> None:
     """Announce new pending work; call inside the transaction that makes it pending."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(f"NOTIFY {CHANNEL}")
+            cursor.execute(WAKE_STATEMENT)
         return
     transaction.on_commit(_touch)
 

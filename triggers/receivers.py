@@ -10,7 +10,7 @@ from django.dispatch import receiver
 
 from openhive.chat.signals import message_received
 from tasks.models import Task
-from tasks.signals import task_finished
+from tasks.signals import finished_receiver
 
 from .clock import CONFIG_ERRORS
 from .decisions import message_matches
@@ -60,7 +60,7 @@ def on_message_received(*, message, topic, channel_id: str, sender_id: str, **kw
             logger.exception("trigger %s: firing on message %s failed", trigger.pk, message.pk)
 
 
-@receiver(task_finished, dispatch_uid="triggers-task-finished")
+@finished_receiver(Task.Type.TRIGGER, dispatch_uid="triggers-task-finished")
 def on_task_finished(*, task: Task, **kwargs) -> None:
     """Runs in the transaction that records the task's end: the run's notification (if it
     asks for one), then the breaker and overlap bookkeeping."""

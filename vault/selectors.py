@@ -11,7 +11,7 @@ def _secret_ciphertexts() -> QuerySet:
     return VaultEntry.objects.filter(is_secret=True).values_list("value", flat=True)
 
 
-# The scrubber reloads every secret at each session's start and end.
+# The scrubber reloads every secret at each session's start (and when its cache is stale).
 _ALL_SECRETS = CompiledQuery(_secret_ciphertexts)
 
 

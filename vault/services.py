@@ -85,6 +85,10 @@ def vault_read(*, team: Team, key: str) -> VaultEntry | None:
                 "ask the operator to restore the key it was written with (OPENHIVE_VAULT_KEY)",
                 code="vault_key_mismatch",
             ) from exc
+        # A secret stored by another process a moment ago is not in this process's cached
+        # scrubber yet: whatever the caller does with the value (a tool result, a reply that
+        # repeats it, the session's end), the scrubber knows it from now on.
+        scrubbing.remember([entry.value])
     return entry
 
 

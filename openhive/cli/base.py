@@ -10,6 +10,10 @@ class Verb:
     """One `manage.py openhive <verb>`."""
 
     help = ""
+    # Django's system checks import the URL configuration (the admin, the REST API). A
+    # long-running process that never serves a request skips them: the operator's `check`,
+    # and `serve` before it starts its children, run them.
+    system_checks = True
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         pass

@@ -1,7 +1,9 @@
-"""`serve`: migrate, then daphne + the django-q2 cluster + the engine loop, stopped together.
+"""`serve`: migrate, then daphne + a pull worker + the engine loop, stopped together.
 
-Each child runs in a process group of its own, so serve can end it with everything it forked
-(django-q2's sentinel and worker processes): Ctrl-C or SIGTERM, to serve or to its whole group,
+The worker (`openhive worker`, OPENHIVE_WORKERS threads) claims tasks straight from the task
+table, so the engine loop runs its clock without handing tasks out (`--no-dispatch`). Each
+child runs in a process group of its own, so serve can end it with everything it forked (the
+sandboxes and MCP servers of a running task): Ctrl-C or SIGTERM, to serve or to its whole group,
 stops every process within a few seconds and leaves none behind; the tasks that were running
 go back to the queue at once. If one child dies, the others are stopped too."""
 
@@ -87,14 +89,21 @@ class Serve(Verb):
                 str(port),
                 "openhive.asgi:application",
             ],
-            "workers": [sys.executable, manage, "qcluster"],
-            "engine": [sys.executable, manage, "openhive", "engine"],
+            # This command ran the system checks before starting its children.
+            "workers": [
+                *[sys.executable, manage, "openhive", "--skip-checks", "worker"],
+                *["--threads", str(settings.Q_CLUSTER["workers"])],
+            ],
+            "engine": [
+                *[sys.executable, manage, "openhive", "--skip-checks", "engine"],
+                "--no-dispatch",
+            ],
         }
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
         _adopt_orphans()
-        preload = {"web": "background", "workers": "now", "engine": ""}
+        preload = {"web": "background", "workers": "", "engine": ""}  # the worker: itself
         ready_dir = Path(tempfile.mkdtemp(prefix="openhive-ready-"))
         children = {
             name: subprocess.Popen(
@@ -111,7 +120,7 @@ class Serve(Verb):
         }
         shown = "localhost" if host in ("127.0.0.1", "::1") else host
         base = f"http://{shown}:{port}"
-        waiting = Readiness(host, port, ready_dir, settings.Q_CLUSTER["workers"])
+        waiting = Readiness(host, port, ready_dir, workers=1)
         exit_code = 0
         while not stop.is_set():
             for name, child in children.items():
@@ -169,11 +178,11 @@ def port_problem(host: str, port: int) -> str:
 
 
 class Readiness:
-    """Started = the port answers and every django-q2 worker has announced itself (each
-    touches a file in `ready_dir`, see openhive.apps)."""
+    """Started = the port answers and every worker process has announced itself (each
+    touches a file in `ready_dir`: `openhive worker` once it claims, a django-q2 worker once
+    spawned, see openhive.apps)."""
 
     def __init__(self, host: str, port: int, ready_dir: Path, workers: int) -> None:
-        # django-q2 starts one worker per CPU when told 0: wait for at least one then.
         self.host, self.port, self.ready_dir = host, port, ready_dir
         self.workers = max(1, workers)
         self.started = time.monotonic()
@@ -211,8 +220,8 @@ def _stop_all(children: dict[str, subprocess.Popen]) -> None:
     for child in children.values():
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=max(0.05, deadline - time.monotonic()))
-    # A child that exited may have left forked processes in its group (django-q2's workers
-    # outlive a stopped cluster parent): end every group, then reap.
+    # A child that exited may have left forked processes in its group (a task's sandbox or
+    # MCP server; a qcluster's workers outlive their parent): end every group, then reap.
     for child in children.values():
         _signal_group(child, signal.SIGKILL)
         child.wait()
@@ -221,8 +230,8 @@ def _stop_all(children: dict[str, subprocess.Popen]) -> None:
 
 
 def _adopt_orphans() -> None:
-    """Become the reaper of our descendants: a process whose parent dies first (a django-q2
-    worker whose cluster parent was killed) is re-parented to serve, not to PID 1, so serve
+    """Become the reaper of our descendants: a process whose parent dies first (a sandbox
+    whose worker was killed) is re-parented to serve, not to PID 1, so serve
     can collect it and leave no zombie behind."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -264,9 +273,18 @@ def _stop_with_parent() -> None:
 
 class Engine(Verb):
     help = (
-        "engine: run the engine loop alone (it hands queued tasks to `manage.py qcluster` "
-        "workers, reaps expired leases, fires triggers); several may run, one leads."
+        "engine [--no-dispatch]: run the engine loop alone (it fires triggers, reaps expired "
+        "leases and hands queued tasks to `manage.py qcluster` workers); several may run, one "
+        "leads."
     )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument(
+            "--no-dispatch",
+            action="store_true",
+            help="hand no task to qcluster: the workers are `manage.py openhive worker` "
+            "processes, which claim tasks themselves (as under `serve`)",
+        )
 
     def run(self, command: BaseCommand, **options: Any) -> None:
         from openhive.clock import EngineLoop
@@ -274,4 +292,4 @@ class Engine(Verb):
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-        EngineLoop().run(stop)
+        EngineLoop(dispatching=not options["no_dispatch"]).run(stop)

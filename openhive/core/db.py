@@ -16,7 +16,16 @@ import time
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+    models,
+)
+from django.db.models.signals import post_save, pre_save
+from django.db.models.sql import InsertQuery
 
 logger = logging.getLogger(__name__)
 
@@ -109,3 +118,41 @@ def keep_connection_if_sound(alias: str = DEFAULT_DB_ALIAS) -> None:
     else:
         with contextlib.suppress(Exception):
             conn.close()
+
+
+def statements_in_one_query() -> bool:
+    """PostgreSQL with client-side binding (Django's default) takes several statements with
+    parameters in one query, run as one transaction (or as part of the caller's); with
+    server-side binding a query holds one statement."""
+    return connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get(
+        "server_side_binding"
+    )
+
+
+def insert_after(statement: str, instance: models.Model) -> bool:
+    """INSERT a new row the way `save()` does (the ORM compiles the statement: defaults,
+    auto_now_add, the returned key), sent in one query after `statement` (no parameters, no
+    result rows but one): one round trip where a transaction of both took four (BEGIN, each
+    statement, COMMIT). The text depends only on the model, so psycopg parses it once per
+    process. Only where `statements_in_one_query()`. False, and nothing sent, when the model
+    has save signal receivers (which only `save()` calls): the caller saves it instead."""
+    model = type(instance)
+    if pre_save.has_listeners(model) or post_save.has_listeners(model):
+        return False
+    meta = instance._meta
+    fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field]
+    query = InsertQuery(model)
+    query.insert_values(fields, [instance])
+    compiler = query.get_compiler(connection=connection)
+    compiler.returning_fields = meta.db_returning_fields
+    [(sql, params)] = compiler.as_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(f"{statement}; {sql}", params)
+        while cursor.nextset():  # the INSERT's RETURNING is the last result
+            pass
+        returned = cursor.fetchone()
+    for field, value in zip(meta.db_returning_fields, returned, strict=True):
+        setattr(instance, field.attname, value)
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return True

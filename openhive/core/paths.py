@@ -1,6 +1,7 @@
 """Where OpenHive keeps its files: admin config under the data dir, team workspaces under the
 run dir. Read from settings at call time so tests can point them elsewhere."""
 
+import functools
 import os
 from pathlib import Path
 
@@ -41,5 +42,7 @@ def team_file(name: str, filename: str) -> str:
     return os.path.join(str(settings.RUN_DIR), "teams", name, filename)
 
 
+@functools.cache
 def system_rules_dir() -> Path:
+    # Shipped with the code: resolved once (resolving the path stats every component).
     return Path(__file__).resolve().parent.parent / "system_rules"

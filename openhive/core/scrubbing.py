@@ -4,6 +4,7 @@ API responses."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -23,11 +24,16 @@ PATTERNS = [
     re.compile(r"(?i)(token=)[A-Za-z0-9._~+/%-]{8,}"),
     re.compile(r"(?i)(api[_-]?key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9._~+/-]{8,}"),
 ]
+# What every match of PATTERNS starts with: one scan of a string for these decides whether the
+# four substitutions need to run at all (most strings a session records hold none).
+_PATTERN_HINT = re.compile(r"sk-|(?i:bearer\s|token=|api[_-]?key)")
 # Argument keys whose values are secret by nature, even before the vault knows them.
 SENSITIVE_KEYS = frozenset({"credentials", "password", "api_key", "secret", "token"})
+_QUOTED_KEYS = tuple(f'"{key}"' for key in SENSITIVE_KEYS)
 
 
-def escaped_forms(secret: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def escaped_forms(secret: str) -> frozenset[str]:
     """The ways a value is written once it has passed through an encoder: a JSON string (ASCII
     escapes or not, and once more inside another JSON string) and a Python repr. A secret with a
     quote, a backslash, a control or a non-ASCII character looks different in each, and a text
@@ -37,7 +43,7 @@ def escaped_forms(secret: str) -> set[str]:
         once = json.dumps(secret, ensure_ascii=ensure_ascii)[1:-1]
         forms |= {once, json.dumps(once, ensure_ascii=ensure_ascii)[1:-1]}
     forms.add(repr(secret)[1:-1])
-    return {form for form in forms if form}
+    return frozenset(form for form in forms if form)
 
 
 class Scrubber:
@@ -55,8 +61,10 @@ class Scrubber:
         for form in self.forms:
             if form in value:
                 value = value.replace(form, REDACTED)
+        if _PATTERN_HINT.search(value) is None:
+            return value
         for pattern in PATTERNS:
-            value = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + REDACTED, value)
+            value = pattern.sub(_redact_match, value)
         return value
 
     def values(self, value: str) -> tuple[str, int]:
@@ -102,15 +110,22 @@ class Scrubber:
         return json.dumps(scrubbed)
 
     def with_extra(self, extra: Iterable[str]) -> Scrubber:
+        extra = list(extra)
+        if not extra:  # a session asks for this at every step; most hand over no secret
+            return self
         return Scrubber([*self.secrets, *extra])
+
+
+def _redact_match(match: re.Match) -> str:
+    return (match.group(1) if match.groups() else "") + REDACTED
 
 
 def _may_hold_secret_shapes(value: str) -> bool:
     """Without known secrets only sensitive keys and secret shapes can matter."""
+    if _PATTERN_HINT.search(value) is not None:  # a superset of what PATTERNS match
+        return True
     lowered = value.lower()
-    return any(f'"{key}"' in lowered for key in SENSITIVE_KEYS) or any(
-        pattern.search(value) for pattern in PATTERNS
-    )
+    return any(quoted in lowered for quoted in _QUOTED_KEYS)
 
 
 def _redact_all(value: Any) -> Any:

@@ -15,7 +15,7 @@ from openhive.core.admin import ReadOnlyAdmin, ReadOnlyInline
 from openhive.core.errors import ProviderNotConfigured
 from openhive.core.scrubbing import scrub
 
-from .models import EngineLease, LlmExchange, Session, ToolCall
+from .models import EngineLease, LlmExchange, Session, ToolCall, WorkerBeat
 from .providers import list_profiles, provider_problems, providers_file
 from .transcript import session_transcript
 
@@ -185,6 +185,11 @@ class ToolCallAdmin(ReadOnlyAdmin):
 @admin.register(EngineLease)
 class EngineLeaseAdmin(ReadOnlyAdmin):
     list_display = ("name", "holder", "acquired_at", "expires_at")
+
+
+@admin.register(WorkerBeat)
+class WorkerBeatAdmin(ReadOnlyAdmin):
+    list_display = ("name", "threads", "busy", "started_at", "seen_at")
 
 
 # Provider profiles live in a YAML file, not a table: one read-only page, linked from the

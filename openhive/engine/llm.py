@@ -47,6 +47,32 @@ def get_litellm() -> ModuleType:
     return _module
 
 
+_priced: set[str] = set()
+
+
+def price_scripted_model(model: str) -> None:
+    """Tell litellm a scripted model costs nothing. Unpriced, every call sends litellm's
+    pricing into an exception whose traceback it formats, reading the source files of the
+    stack into memory (~2 MB per process) and spending time on each call. Our own cost of a
+    scripted reply is the script's (`_cost`)."""
+    if model in _priced:
+        return
+    get_litellm().register_model(
+        {
+            model: {
+                "input_cost_per_token": 0.0,
+                "output_cost_per_token": 0.0,
+                # Every price given, or litellm warns that the cache prices default to 0.
+                "cache_creation_input_token_cost": 0.0,
+                "cache_read_input_token_cost": 0.0,
+                "litellm_provider": "scripted",
+                "mode": "chat",
+            }
+        }
+    )
+    _priced.add(model)
+
+
 def _skip_idle_success_logging(litellm: ModuleType) -> None:
     """litellm hands every finished call to its success-logging handler on a background
     thread, even when no callback is configured to hear of it; that handler's work (cost maps,
@@ -168,6 +194,8 @@ def complete(
     """One attempt, no retries (the model port retries): raises `ProviderError`, or
     `ScriptError` for a broken script."""
     litellm = get_litellm()
+    if profile.is_scripted:
+        price_scripted_model(profile.model)
     kwargs = profile.completion_kwargs()
     if tools:
         kwargs["tools"] = tools

@@ -157,3 +157,18 @@ class EngineLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.holder}"
+
+
+class WorkerBeat(models.Model):
+    """A pull worker process (`manage.py openhive worker`, as `serve` runs it) saying it is
+    alive: written when it starts and every few seconds, deleted when it stops. The dashboard
+    counts the fresh ones; a row left by a killed process simply goes stale."""
+
+    name = models.CharField(max_length=200, primary_key=True)  # host:pid
+    threads = models.PositiveIntegerField()
+    busy = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.name

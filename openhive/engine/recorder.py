@@ -239,8 +239,12 @@ class SessionRecorder:
     def finish(
         self, reason: str, content: str, error: str, effects: dict | None = None
     ) -> SessionOutcome:
-        # The session may have created secrets: reload, and add those only seen in tool calls.
-        scrubber = get_scrubber(refresh=True).with_extra(self.handed_over)
+        # Not reloaded from the database here (the session's start did, one query per session
+        # less): every way a secret new since then can reach this text updates the scrubber
+        # in this process -- a secret stored here invalidates the cache (`vault_store_secret`),
+        # one read from the vault is remembered (`vault_read`), one handed over in a tool call
+        # is added -- and a cache older than CACHE_SECONDS is reloaded as everywhere else.
+        scrubber = get_scrubber().with_extra(self.handed_over)
         try:
             self.flush(
                 close={

@@ -1,19 +1,31 @@
-"""Engine reads: the loop's leader, sessions, the tool-call audit, token totals."""
+"""Engine reads: the loop's leader, the workers alive, sessions, the tool-call audit, token
+totals."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from .models import LEADER, EngineLease, Session, ToolCall
+from .models import LEADER, EngineLease, Session, ToolCall, WorkerBeat
+
+# A worker beats every BEAT_SECONDS; one unheard for longer than BEAT_STALE_SECONDS is gone.
+BEAT_SECONDS = 2.0
+BEAT_STALE_SECONDS = 10.0
 
 
 def engine_leader() -> EngineLease | None:
     """The current leader, if its lease is still valid."""
     return EngineLease.objects.filter(name=LEADER, expires_at__gte=timezone.now()).first()
+
+
+def workers_alive(now: datetime | None = None) -> list[WorkerBeat]:
+    """The pull workers heard from lately, oldest first."""
+    since = (now or timezone.now()) - timedelta(seconds=BEAT_STALE_SECONDS)
+    return list(WorkerBeat.objects.filter(seen_at__gte=since).order_by("started_at", "name"))
 
 
 def session_tokens(**filters: object) -> int:

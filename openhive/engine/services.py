@@ -1,10 +1,10 @@
-"""Engine writes: the leadership lease of the engine loop, and the session records."""
+"""Engine writes: the leadership lease of the engine loop, the workers' heartbeats, and the
+session records."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Iterator
+import json
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -12,9 +12,9 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from openhive.core.db import NO_FLUSH_WAIT, reconnecting
+from openhive.core.db import NO_FLUSH_WAIT, insert_after, reconnecting, statements_in_one_query
 
-from .models import LEADER, EngineLease, LlmExchange, Session, ToolCall
+from .models import LEADER, EngineLease, LlmExchange, Session, ToolCall, WorkerBeat
 
 
 def engine_lead(*, holder: str, now: datetime, ttl_seconds: float) -> bool:
@@ -62,20 +62,25 @@ def session_open(
     tasks = Session._meta.get_field("parent_task").related_model
     if parent_task_id and not tasks.objects.filter(pk=parent_task_id).exists():
         parent_task_id = None
-    with _without_flush_wait():
-        return Session.objects.create(
-            team_id=team_id,
-            task_id=task_id,
-            topic_id=topic_id,
-            kind=kind,
-            parent_session_id=parent_session_id,
-            parent_task_id=parent_task_id,
-            trace_id=trace_id,
-            spec_options=spec_options or {},
-            # A subagent's session says which one it ran as: the spec options name it (what a
-            # replay needs to build the same agent again), the column lets the admin show it.
-            agent_name=str((spec_options or {}).get("subagent") or "")[:100],
-        )
+    session = Session(
+        team_id=team_id,
+        task_id=task_id,
+        topic_id=topic_id,
+        kind=kind,
+        parent_session_id=parent_session_id,
+        parent_task_id=parent_task_id,
+        trace_id=trace_id,
+        spec_options=spec_options or {},
+        # A subagent's session says which one it ran as: the spec options name it (what a
+        # replay needs to build the same agent again), the column lets the admin show it.
+        agent_name=str((spec_options or {}).get("subagent") or "")[:100],
+    )
+    # One round trip: the setting and the INSERT in one query (was BEGIN, the setting, the
+    # INSERT and COMMIT).
+    one_query = _may_skip_flush_wait() and statements_in_one_query()
+    if not (one_query and insert_after(NO_FLUSH_WAIT, session)):
+        session.save(force_insert=True)
+    return session
 
 
 # What a step leaves on the session row: its running totals, and at the end how it stopped.
@@ -114,9 +119,7 @@ def session_record_step(
         return
     if _may_skip_flush_wait():
         statements.insert(0, (NO_FLUSH_WAIT, []))
-    if connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get(
-        "server_side_binding"
-    ):
+    if statements_in_one_query():
         # One round trip: PostgreSQL runs the statements of one query as one transaction
         # (or as part of the caller's), where BEGIN, each statement and COMMIT took one each.
         with connection.cursor() as cursor:
@@ -144,17 +147,6 @@ def _may_skip_flush_wait() -> bool:
     )
 
 
-@contextlib.contextmanager
-def _without_flush_wait() -> Iterator[None]:
-    if not _may_skip_flush_wait():
-        yield
-        return
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(NO_FLUSH_WAIT)
-        yield
-
-
 # A step's rows are written by statements built here, with each value prepared by its field as
 # the ORM prepares it: the ORM's per-row machinery (model instances, query compilation, save
 # signals, none of which these tables use) cost more than the writes.
@@ -177,6 +169,10 @@ def _columns(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field, 
 
 
 def _insert(model: type[models.Model], rows: list[dict]) -> tuple[str, list]:
+    if connection.vendor == "postgresql":
+        sql, kinds = _recordset(model)
+        if sql:
+            return _insert_recordset(sql, kinds, rows)
     head, fields = _columns(model)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
     params: list = []
@@ -188,6 +184,58 @@ def _insert(model: type[models.Model], rows: list[dict]) -> tuple[str, list]:
             else:
                 params.append(field.get_db_prep_save(value, connection))
     return head + ", ".join([row_sql] * len(rows)), params
+
+
+@functools.cache
+def _recordset(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field, str], ...]]:
+    """PostgreSQL: an INSERT of rows sent as one JSON document (`jsonb_to_recordset`). Its text
+    is the same for any number of rows, so psycopg parses it once per process (a VALUES list
+    is a new text per row count, and past 4 KB never cached), and the rows' values are one
+    `json.dumps`, not a quoted literal per value. Columns are read as their base types (text,
+    not varchar(n), whose cast would cut a long value): the column's own assignment refuses
+    one, as for a VALUES list. '' when a JSON column has an encoder of its own."""
+    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
+    if any(getattr(f, "encoder", None) for f in fields if isinstance(f, models.JSONField)):
+        return "", ()
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(f.column) for f in fields)
+    columns = ", ".join(f"{quote(f.column)} {_base_type(f)}" for f in fields)
+    sql = (
+        f"INSERT INTO {quote(model._meta.db_table)} ({names}) SELECT {names} "
+        f"FROM jsonb_to_recordset(%s::jsonb) AS r({columns})"
+    )
+    # A JSON column's value is nested as it is (the ORM sends json.dumps of it, too).
+    kinds = tuple((f, _kind(f)) for f in fields)
+    return sql, kinds
+
+
+def _kind(field: models.Field) -> str:
+    if isinstance(field, models.JSONField):
+        return "json"
+    return "plain" if isinstance(field, _PLAIN_FIELDS) else "prepared"
+
+
+def _base_type(field: models.Field) -> str:
+    db_type = field.db_type(connection) or "text"
+    base = db_type.split("(", 1)[0].strip()
+    return "text" if base in ("varchar", "char") else base
+
+
+def _insert_recordset(sql: str, fields: tuple, rows: list[dict]) -> tuple[str, list]:
+    document = []
+    for row in rows:
+        values = {}
+        for field, kind in fields:
+            value = row[field.attname] if field.attname in row else field.get_default()
+            if kind != "json" and not (kind == "plain" and type(value) in _PLAIN_VALUES):
+                # The value the ORM would send (an aware datetime, a Decimal), as text that
+                # the column's type reads back exactly.
+                value = field.get_db_prep_save(value, connection)
+                if value is not None and type(value) not in _PLAIN_VALUES:
+                    value = value.isoformat() if isinstance(value, datetime) else str(value)
+            values[field.column] = value
+        document.append(values)
+    return sql, [json.dumps(document)]
 
 
 def _update(instance: models.Model, names: list[str]) -> tuple[str, list]:
@@ -240,3 +288,19 @@ def toolcall_record(
             error=error,
             duration_ms=duration_ms,
         )
+
+
+# --- workers' heartbeats -------------------------------------------------------------------
+
+
+def worker_beat(*, name: str, threads: int, busy: int, now: datetime) -> None:
+    """A pull worker is alive (one UPDATE, an INSERT the first time)."""
+    # The name (host:pid) is this process's own: no other writer races for the row.
+    if not WorkerBeat.objects.filter(name=name).update(threads=threads, busy=busy, seen_at=now):
+        WorkerBeat.objects.create(
+            name=name, threads=threads, busy=busy, seen_at=now, started_at=now
+        )
+
+
+def worker_gone(*, name: str) -> None:
+    WorkerBeat.objects.filter(name=name).delete()

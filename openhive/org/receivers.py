@@ -3,17 +3,15 @@ are seeded and what it was built with is recorded with the task."""
 
 from __future__ import annotations
 
-from django.dispatch import receiver
-
 from openhive.engine.models import Session
 from tasks.models import Task
 from tasks.services import task_note_result
-from tasks.signals import task_finished
+from tasks.signals import finished_receiver
 
 from .services import team_bootstrap_record
 
 
-@receiver(task_finished, dispatch_uid="org-bootstrap-finished")
+@finished_receiver(Task.Type.BOOTSTRAP, dispatch_uid="org-bootstrap-finished")
 def on_bootstrap_finished(*, task: Task, **kwargs) -> None:
     """Runs inside the transaction that records the task's end: the seeded triggers and the
     record commit with the team's `bootstrapped` flag, or not at all."""

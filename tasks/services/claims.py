@@ -20,17 +20,20 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from openhive.core.db import NO_FLUSH_WAIT, reconnecting
+from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
+from openhive.engine import stopping
 from teams.models import Team
 
-from ..models import OrgOpLock, Task
+from ..models import OrgOpLock, Task, UserQuestion
 from ..selectors import team_cap
 from ..timing import lease_until
 
@@ -55,11 +58,11 @@ def _tables() -> tuple[str, str, str]:
     )
 
 
-def _candidate_teams(now: datetime) -> list[tuple[int, int, int]]:
+def _candidate_teams(now: datetime, then: str = "") -> list[tuple[int, int, int]]:
     """(team id, cap, free slots) of the teams owning the head of the queue, most urgent
     first, in one query; teams that are full or under an org-op are left out. Outside a
     lock these are hints (PostgreSQL looks again under the lock); inside SQLite's write
-    lock they are the truth."""
+    lock they are the truth. `then`: a statement sent in the same query, after it."""
     task_table, team_table, lock_table = _tables()
     at = connection.ops.adapt_datetimefield_value(now)
     with connection.cursor() as cursor:
@@ -80,7 +83,7 @@ def _candidate_teams(now: datetime) -> list[tuple[int, int, int]]:
                      GROUP BY team_id) h
               JOIN {team_table} tm ON tm.id = h.team_id
              ORDER BY h.best
-            """,
+            {then}""",
             [at, at],
         )
         rows = cursor.fetchall()
@@ -99,20 +102,58 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
     them with their `team` loaded, most urgent first; [] when nothing can run now."""
     if limit <= 0:
         return []
+    if statements_in_one_query() and not connection.in_atomic_block:
+        return _held_since_now(_claim_postgres_in_three_trips(worker=worker, limit=limit))
     if connection.vendor == "postgresql":
         teams = _candidate_teams(timezone.now())
         if not teams:
             return []
         with transaction.atomic():
             claimed = _claim_postgres(teams, worker=worker, limit=limit)
-        return sorted(claimed, key=lambda t: (t.priority, t.created_at, t.pk))
+        return _held_since_now(claimed)
     with transaction.atomic():  # IMMEDIATE: the write lock is held from here
         now = timezone.now()
         ids = _claim_sqlite(_candidate_teams(now), worker=worker, limit=limit, now=now)
     if not ids:
         return []
-    rows = Task.objects.select_related("team", "topic").filter(pk__in=ids)
-    return sorted(rows, key=lambda t: (t.priority, t.created_at, t.pk))
+    return _held_since_now(Task.objects.select_related("team", "topic").filter(pk__in=ids))
+
+
+def _claim_postgres_in_three_trips(*, worker: str, limit: int) -> list[Task]:
+    """The same statements in the same transaction, its BEGIN sent with the candidates'
+    query and its COMMIT with the claiming UPDATE: three round trips where Django's
+    transaction took five (BEGIN and COMMIT each one of their own). The candidates are read
+    inside the transaction, as hints still (each statement sees what is committed when it
+    starts, and none locks). With no candidate, the empty transaction costs a COMMIT more."""
+    try:
+        teams = _candidate_teams(timezone.now(), then="; BEGIN")
+        claimed = _claim_postgres(teams, worker=worker, limit=limit, commit=True) if teams else []
+        if not teams:
+            _send("COMMIT")
+        return claimed
+    except BaseException:
+        # Never leave the connection inside the transaction: Django takes it for autocommit.
+        try:
+            _send("ROLLBACK")
+        except BaseException:
+            connection.close()
+        raise
+
+
+def _send(statement: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(statement)
+
+
+def _held_since_now(claimed: Iterable[Task]) -> list[Task]:
+    """Most urgent first, each stamped with when (monotonic) and at which stop generation of
+    this process its claim proved it held: the first cancel check of its session may take
+    that as its read (`runner.still_held_check`)."""
+    proof = (time.monotonic(), stopping.generation())
+    tasks = sorted(claimed, key=lambda t: (t.priority, t.created_at, t.pk))
+    for task in tasks:
+        task.held_since = proof
+    return tasks
 
 
 def _claim_sqlite(
@@ -157,10 +198,16 @@ def _claim_sqlite(
     return picked
 
 
-def _claim_postgres(teams: list[tuple[int, int, int]], *, worker: str, limit: int) -> list[Task]:
+def _claim_postgres(
+    teams: list[tuple[int, int, int]], *, worker: str, limit: int, commit: bool = False
+) -> list[Task]:
     """The claimed tasks, read back by the claiming UPDATE itself and given the team rows
-    the lock read: no further query."""
+    the lock read: no further query. `commit`: end the transaction (one the caller opened
+    with a BEGIN of its own) in the UPDATE's query."""
     task_table, team_table, lock_table = _tables()
+    # A task that never paused has no question not yet resumed: `resume_for` need not look
+    # (one query less per task). Questions are written before their task is pending again.
+    question_table = connection.ops.quote_name(UserQuestion._meta.db_table)
     team_ids = [t for t, _c, _f in teams]
     caps = [c for _t, c, _f in teams]
     # At most `limit` teams are locked: a worker that wants few tasks leaves the other
@@ -181,6 +228,8 @@ def _claim_postgres(teams: list[tuple[int, int, int]], *, worker: str, limit: in
         )
     }
     if not locked:
+        if commit:
+            _send("COMMIT")
         return []
     # Read once the teams are held: claim times are then in claim order within a team.
     now = timezone.now()
@@ -214,8 +263,11 @@ def _claim_postgres(teams: list[tuple[int, int, int]], *, worker: str, limit: in
                    started_at = %s, attempts = q.attempts + 1
               FROM pick
              WHERE q.id = pick.id AND q.status = 'pending'
-            RETURNING q.*
-            """,
+            RETURNING q.*,
+                      EXISTS (SELECT 1 FROM {question_table} u
+                               WHERE u.task_id = q.id AND u.resumed_at IS NULL)
+                      AS claim_may_resume
+            {"; COMMIT" if commit else ""}""",
             [
                 list(locked),
                 [team.claim_cap for team in locked.values()],

@@ -20,7 +20,8 @@ from openhive.core.scrubbing import scrub
 
 from ..models import Task
 from .claims import end_held
-from .queue import RESULT_LIMIT, _after_end, _finish_held
+from .ends import after_end
+from .queue import RESULT_LIMIT, _finish_held
 
 
 @dataclass
@@ -59,7 +60,7 @@ def tasks_finish_held(ends: list[HeldEnd]) -> list[Task | None]:
             task = end.task
             for name, value in row.items():
                 setattr(task, name, value)
-            _after_end(task, status=end.status, stop_reason=end.stop_reason)
+            after_end(task, status=end.status, stop_reason=end.stop_reason)
             finished.append(task)
     return finished
 

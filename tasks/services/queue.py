@@ -4,6 +4,7 @@ both move the same task."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from datetime import datetime, timedelta
@@ -14,23 +15,20 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from openhive.chat.models import OutboxMessage
-from openhive.chat.services import outbox_put
-from openhive.core.db import reconnecting
+from openhive.core.db import insert_after, reconnecting, statements_in_one_query
 from openhive.core.errors import Conflict, DomainError, NotFound
 from openhive.core.scrubbing import scrub
 from openhive.engine import stopping
 from openhive.engine.lineage import current_origin
 from openhive.engine.models import Session
 from openhive.engine.services import sessions_close_abandoned
-from teams.models import TeamMessage
-from teams.services import team_mark_bootstrapped, teammessage_send
+from teams.services import team_mark_bootstrapped
 
 from ..models import Task, UserQuestion
-from ..signals import task_finished
 from ..timing import defer_delay, lease_until, redispatch_cutoff
-from ..wake import wake_workers
+from ..wake import WAKE_STATEMENT, wake_workers
 from .claims import end_held
+from .ends import after_end, ends_alone
 
 PRIORITY_NAMES = {p.label: p.value for p in Task.Priority}
 RESULT_LIMIT = 10_000
@@ -46,7 +44,6 @@ def priority_from_name(name: str) -> int:
         ) from None
 
 
-@transaction.atomic
 def task_enqueue(
     *,
     team,
@@ -64,8 +61,7 @@ def task_enqueue(
     # Queued from inside a session (delegate, handoff): remember that session and its trace,
     # so the child's session records its parent and continues the trace.
     options = {**current_origin(), **(options or {})}
-    wake_workers()
-    return Task.objects.create(
+    task = Task(
         team=team,
         # A known secret never reaches a task (and so a prompt): teams read theirs from the vault.
         text=scrub(text),
@@ -77,6 +73,20 @@ def task_enqueue(
         options=options,
         created_by=created_by,
     )
+    # The announcement and the row in one query, which PostgreSQL runs as one transaction: the
+    # workers hear of the task at its commit, as before, in one round trip where BEGIN,
+    # NOTIFY, INSERT and COMMIT were four.
+    if (
+        statements_in_one_query()
+        and not transaction.get_connection().in_atomic_block
+        and insert_after(WAKE_STATEMENT, task)
+    ):
+        return task
+    # In a caller's transaction, a savepoint: a failed INSERT leaves the caller's usable.
+    with transaction.atomic():
+        wake_workers()
+        task.save(force_insert=True)
+    return task
 
 
 def task_mark_dispatched(*, task_id: int, now: datetime) -> bool:
@@ -162,14 +172,19 @@ def _finish_held(
         "lease_owner": "",
         "lease_expires_at": None,
     }
-    with transaction.atomic(durable=True):
-        moved = end_held(task.pk, worker, fields)
-        if not moved:
+    # (Inside a transaction -- a test's -- the durable block below says what it may do.)
+    alone = not transaction.get_connection().in_atomic_block and ends_alone(
+        task, status=status, result=result, stop_reason=stop_reason
+    )
+    # When nothing else is written with this end, its UPDATE commits on its own (one round trip
+    # where BEGIN, UPDATE and COMMIT were three), as durable as in a transaction: what follows
+    # writes nothing (see `ends_alone`), and a hook put on commit runs at once.
+    with contextlib.nullcontext() if alone else transaction.atomic(durable=True):
+        if not end_held(task.pk, worker, fields):
             return None
-        task.status, task.stop_reason, task.result = status, stop_reason, result
-        task.finished_at, task.duration_ms = now, duration
-        task.lease_owner, task.lease_expires_at = "", None
-        _after_end(task, status=status, stop_reason=stop_reason)
+        for name, value in fields.items():
+            setattr(task, name, value)
+        after_end(task, status=status, stop_reason=stop_reason)
     return task
 
 
@@ -234,32 +249,7 @@ def _end(task: Task, *, status: str, result: str, now: datetime, stop_reason: st
     task.lease_owner = ""
     task.lease_expires_at = None
     task.save()
-    _after_end(task, status=status, stop_reason=stop_reason)
-
-
-def _after_end(task: Task, *, status: str, stop_reason: str) -> None:
-    if status != Task.Status.CANCELLED:
-        _notify(task)
-    if stop_reason == "budget_exceeded":
-        _tell_parent_of_budget(task)
-    task_finished.send(sender=Task, task=task)
-
-
-def _tell_parent_of_budget(task: Task) -> None:
-    """A budget stop is news for whoever asked: the chat hears through the outbox (`_notify`);
-    otherwise the parent team gets an escalation in its inbox."""
-    told_chat = bool(task.source_channel) and task.type != Task.Type.TRIGGER
-    parent = task.team.parent
-    if told_chat or parent is None or task.type == Task.Type.QUERY:
-        return
-    teammessage_send(
-        sender=task.team,
-        recipient=parent,
-        content=f"Task #{task.pk} stopped on a budget: {task.result[:1000]}",
-        kind=TeamMessage.Kind.ESCALATION,
-        reason="budget exceeded",
-        correlation_id=f"budget:{task.pk}",
-    )
+    after_end(task, status=status, stop_reason=stop_reason)
 
 
 def _bootstrap_retry(task: Task, status: str, now: datetime) -> bool:
@@ -275,35 +265,6 @@ def _bootstrap_retry(task: Task, status: str, now: datetime) -> bool:
     task.dispatched_at = None
     task.save()
     return True
-
-
-def _notify(task: Task) -> None:
-    """Tell the chat that asked for this work, through the outbox (same transaction). A
-    trigger's run decides for itself whether it notifies: the triggers app handles those on
-    `task_finished`."""
-    if not task.source_channel or task.type == Task.Type.TRIGGER:
-        return
-    team = task.team.name
-    kind = OutboxMessage.Kind.RESULT
-    if task.type == Task.Type.BOOTSTRAP:
-        kind = OutboxMessage.Kind.NOTIFICATION
-        if task.status == Task.Status.DONE:
-            content = f"[{team}] Team bootstrapped and ready."
-        else:
-            content = f"[{team}] Team bootstrap failed: {task.result[:500]}"
-    else:
-        if not task.result.strip():
-            return
-        content = f"[{team}] {task.result}"
-    outbox_put(
-        channel_id=task.source_channel,
-        topic_id=task.topic_id,
-        team_name=team,
-        content=content,
-        task_id=task.pk,
-        kind=kind,
-        task_status=task.status,
-    )
 
 
 @transaction.atomic

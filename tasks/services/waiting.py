@@ -288,6 +288,8 @@ _ANSWERED = CompiledQuery(_answered)
 def resume_for(task: Task) -> Resume | None:
     """The paused session the claimed task continues, with the answer or decision as the
     waiting call's result; None for a task that never paused (or was resumed already)."""
+    if getattr(task, "claim_may_resume", True) is False:
+        return None  # its claim saw no question to resume (PostgreSQL's claim says so)
     found = _ANSWERED.rows(UserQuestion, task_id=task.pk)
     question = found[0] if found else None
     if question is None:

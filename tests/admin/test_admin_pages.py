@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from memory.models import MemoryChunk
 from memory.services import memory_save
-from openhive.engine.models import EngineLease
+from openhive.engine.models import EngineLease, WorkerBeat
 from tests.api.factories import (
     LlmExchangeFactory,
     MemoryFactory,
@@ -53,6 +53,11 @@ def _engine_lease() -> EngineLease:
     return EngineLease.objects.create(
         name="leader", holder="host:1", acquired_at=now, expires_at=now + timedelta(seconds=30)
     )
+
+
+def _worker_beat() -> WorkerBeat:
+    now = timezone.now()
+    return WorkerBeat.objects.create(name="host:1", threads=2, started_at=now, seen_at=now)
 
 
 def _trigger_event() -> Model:
@@ -225,6 +230,7 @@ MAKERS: dict[str, Callable[[], Model]] = {
     "engine.llmexchange": LlmExchangeFactory,
     "engine.toolcall": ToolCallFactory,
     "engine.enginelease": _engine_lease,
+    "engine.workerbeat": _worker_beat,
     "chat.topic": TopicFactory,
     "chat.message": MessageFactory,
     "chat.outboxmessage": OutboxMessageFactory,
@@ -238,6 +244,7 @@ def _admin_url(obj: Model, view: str) -> str:
 
 
 def test_every_model_of_our_apps_is_registered():
+    admin.autodiscover()  # as the URLconf does (openhive/admin_app.py)
     models = [m for label in OUR_APPS for m in apps.get_app_config(label).get_models()]
     missing = [m._meta.label for m in models if not admin.site.is_registered(m)]
     assert missing == []

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from openhive.engine.models import LEADER, EngineLease
+from openhive.engine.services import worker_beat, worker_gone
 from tasks.models import Task
 from teams.config import default_config, write_team_config
 from tests.api.factories import SessionFactory
@@ -71,9 +72,27 @@ def test_the_dashboard_counts_workers_from_the_cluster_heartbeat(
     status.workers, status.status, status.tob = [101, 102, 103], "Idle", timezone.now()
     get_broker().set_stat(Stat.get_key("c0ffee"), SignedPackage.dumps(status, True), 3)
     page = _page(admin_client, reverse("admin:index"))
-    assert "Workers alive: <strong>3</strong> in 1 cluster(s)" in page
+    assert "Workers alive: <strong>3</strong> in 1 process(es)" in page
     assert ":4242</code>" in page
-    assert "No worker cluster reports in" not in page
+    assert "No worker reports in" not in page
+
+
+def test_the_dashboard_counts_pull_workers_from_their_heartbeat(
+    admin_client, main_team, cluster_stats
+):
+    now = timezone.now()
+    worker_beat(name="host-b:77", threads=4, busy=1, now=now - timedelta(seconds=60))
+    worker_beat(name="host-b:88", threads=2, busy=0, now=now - timedelta(seconds=1))
+    stale = _page(admin_client, reverse("admin:index"))
+    assert "Workers alive: <strong>2</strong> in 1 process(es)" in stale  # 77 went quiet
+    assert "<code>host-b:88</code>" in stale and "worker, 2 thread(s) · idle" in stale
+    worker_beat(name="host-b:77", threads=4, busy=1, now=now)
+    page = _page(admin_client, reverse("admin:index"))
+    assert "Workers alive: <strong>6</strong> in 2 process(es)" in page
+    assert "worker, 4 thread(s) · 1 busy" in page
+    worker_gone(name="host-b:88")
+    worker_gone(name="host-b:77")
+    assert "No worker reports in" in _page(admin_client, reverse("admin:index"))
 
 
 def test_the_dashboard_shows_the_leader_spend_and_missing_workers(
@@ -90,7 +109,7 @@ def test_the_dashboard_shows_the_leader_spend_and_missing_workers(
     page = _page(admin_client, reverse("admin:index"))
     assert "host-a:42" in page
     assert "1234" in page and "$0.5000" in page
-    assert "No worker cluster reports in" in page
+    assert "No worker reports in" in page
     assert "handed out but not claimed for 30 s" in page
 
 

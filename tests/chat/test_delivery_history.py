@@ -137,14 +137,14 @@ def test_the_models_history_holds_only_the_conversation(topic):
 def test_a_failed_bootstrap_reaches_the_chat_as_a_notification_with_the_tasks_status(
     alice, ops, topic
 ):
-    from tasks.services.queue import _notify
+    from tasks.services.ends import notify_chat
 
     task = ops.tasks.get(type=Task.Type.BOOTSTRAP)
     Task.objects.filter(pk=task.pk).update(
         source_channel=topic.channel_id, topic_id=topic.pk, status="failed", result="no provider"
     )
     task.refresh_from_db()
-    _notify(task)
+    notify_chat(task)
     stored = Message.objects.get(role="notification")
     assert stored.content == "Team bootstrap failed: no provider"
     assert (stored.team_name, stored.task_id, stored.task_status) == ("ops", task.pk, "failed")

@@ -1,4 +1,4 @@
-"""Run the real `manage.py openhive serve` process group (daphne, qcluster workers, engine loop)
+"""Run the real `manage.py openhive serve` process group (daphne, a pull worker, engine loop)
 on a free loopback port, against a fresh database: SQLite by default, or a new PostgreSQL
 database when the suite runs with DATABASE_URL=postgres://…"""
 

@@ -87,9 +87,14 @@ def _t(value: str) -> datetime:
 
 
 def _max_concurrency(tasks: list[dict]) -> int:
+    """The most tasks of `tasks` running at once, each from its session's start to its end.
+    Not from the claim's `started_at`: that is read before the claiming statement sees the
+    ends committed so far, and an end's `finished_at` before its commit, so on a loaded machine
+    the two can cross while the database never held more than the cap running. A session
+    starts after its claim committed, so after every end that claim saw."""
     events = []
     for t in tasks:
-        events.append((_t(t["started_at"]), 1))
+        events.append((_t(t["sessions"][0][0]), 1))
         events.append((_t(t["finished_at"]), -1))
     events.sort(key=lambda e: (e[0], e[1]))  # at equal times a finish frees the slot first
     peak = current = 0

@@ -131,3 +131,13 @@ def test_registered_clock_jobs_run_on_the_leader_at_their_interval(clock, monkey
         datetime(2026, 11, 21, 12, 0, tzinfo=UTC),
         datetime(2026, 11, 21, 12, 0, 12, tzinfo=UTC),
     ]
+
+
+def test_a_loop_beside_pull_workers_leads_and_runs_its_jobs_but_hands_out_nothing(clock):
+    task = TaskFactory()
+    sent: list[int] = []
+    loop = EngineLoop(enqueue=sent.append, clock=clock, slots=10, dispatching=False)
+    stats = loop.tick()
+    assert loop.leading and stats["dispatched"] == 0 and sent == []
+    task.refresh_from_db()
+    assert task.status == Task.Status.PENDING and task.dispatched_at is None

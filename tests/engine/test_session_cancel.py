@@ -12,11 +12,17 @@ from tests.engine.test_session import LIST_FOREVER, session_of
 pytestmark = pytest.mark.django_db
 
 
-def test_cancel_stops_the_session_before_the_next_step(main_team, scripted_provider, monkeypatch):
+def test_cancel_stops_the_session_before_the_next_step(
+    main_team, scripted_provider, monkeypatch, settings
+):
     # Slow steps (the session's clock moves a second at each look): the cancel check runs
-    # before every step and every tool call.
+    # before every step and every tool call. A process's first model call (litellm's lazy
+    # imports) may outlast a poll interval and add a read: one is made first.
     import itertools
     import types
+
+    scripted_provider([{"when": {}, "reply": {"content": "warm"}}])
+    assert run_team_session(main_team, "warm up").ok
 
     from openhive.engine import session as session_module
 

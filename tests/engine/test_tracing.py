@@ -169,3 +169,15 @@ def test_the_json_log_format_carries_the_ids():
     assert line["message"] == "hello you" and line["team"] == "ops"
     assert line["task_id"] == 4 and line["session_id"] == 9 and line["level"] == "INFO"
     assert record.ids == " [team=ops task_id=4 session_id=9]"
+
+
+def test_step_spans_are_made_only_while_something_receives_them(monkeypatch, spans):
+    opened = tracing.session_span(agent="ops", team_id=1, task_id=None, kind="task", carrier=None)
+    with opened as session:
+        monkeypatch.setitem(tracing._state, "listening", False)
+        with tracing.tool_span("add", "call_1") as tool:
+            assert tool is session  # nothing made: the session's span stays current
+        monkeypatch.setitem(tracing._state, "listening", True)
+        with tracing.tool_span("add", "call_2") as tool:
+            assert tool is not session and tool.is_recording()
+    assert [s.name for s in spans.get_finished_spans()][:1] == ["execute_tool add"]

@@ -54,3 +54,36 @@ def test_worker_runs_queued_tasks_and_exits_when_idle(ops, scripted_provider):
     out = run("worker", "--threads", "2", "--exit-when-idle", "0.5", "--poll", "0.05")
     assert "running 2 thread(s)" in out
     assert [Task.objects.get(pk=t.pk).status for t in tasks] == ["done"] * 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_skips_the_system_checks_that_status_runs(ops, scripted_provider, monkeypatch):
+    # The checks import the URLconf (admin, REST API): a worker serving no request skips them.
+    from django.core.management.base import BaseCommand
+
+    checked: list[bool] = []
+    monkeypatch.setattr(BaseCommand, "check", lambda self, *a, **k: checked.append(True))
+    # As from the shell: call_command alone would skip the checks for every verb.
+    call_command("openhive", "status", skip_checks=False, stdout=StringIO())
+    assert checked == [True]
+    call_command("openhive", "worker", "--exit-when-idle", "0.1", "--poll", "0.05",
+                 skip_checks=False, stdout=StringIO())  # fmt: skip
+    assert checked == [True]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_announces_itself_to_serve_and_beats_until_it_stops(
+    ops, scripted_provider, monkeypatch, tmp_path
+):
+    import os
+
+    from openhive.engine.models import WorkerBeat
+
+    monkeypatch.setenv("OPENHIVE_READY_DIR", str(tmp_path))
+    run("worker", "--threads", "3", "--exit-when-idle", "0.1", "--poll", "0.05")
+    assert (tmp_path / f"worker-{os.getpid()}").exists()  # what serve's banner waits for
+    assert not WorkerBeat.objects.exists()  # a clean stop takes its row away
+    monkeypatch.setattr("openhive.cli.worker.worker_gone", lambda **_: None)
+    run("worker", "--threads", "3", "--exit-when-idle", "0.1", "--poll", "0.05")
+    beat = WorkerBeat.objects.get()
+    assert beat.name.endswith(f":{os.getpid()}") and beat.threads == 3 and beat.busy == 0

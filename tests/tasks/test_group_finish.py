@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from tasks.finisher import Finisher
@@ -21,6 +21,7 @@ from tasks.services.claims import batch_owner, task_claim_batch
 from tasks.services.finishes import HeldEnd, tasks_finish_held
 from tasks.signals import task_finished
 from tests.factories import set_cap
+from tests.tasks.committed import committed_status
 
 
 def end_of(task: Task, owner: str, result: str = "ok") -> HeldEnd:
@@ -31,22 +32,6 @@ def hand_over(finisher: Finisher, end: HeldEnd) -> Future:
     done: Future = Future()
     finisher._ends.put((end, done))
     return done
-
-
-def status_seen_elsewhere(task_id: int) -> str:
-    """The task's status as another connection sees it: only what is committed."""
-    seen: list[str] = []
-
-    def read() -> None:
-        try:
-            seen.append(Task.objects.get(pk=task_id).status)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=read)
-    thread.start()
-    thread.join(timeout=30)
-    return seen[0]
 
 
 @pytest.mark.django_db
@@ -103,7 +88,7 @@ def test_a_worker_dying_before_its_ends_are_written_leaves_them_to_the_reaper(te
     [held] = task_claim_batch(worker=owner, limit=1)
     dead = Finisher(group=True)  # never writes: the process died with the end handed over
     late = hand_over(dead, end_of(held, owner, "lost"))
-    assert status_seen_elsewhere(task.pk) == "running"  # not done: nothing was committed
+    assert committed_status(task.pk) == "running"  # not done: nothing was committed
 
     later = timezone.now() + timedelta(hours=1)
     assert tasks_reap_expired_leases(now=later) == {"requeued": 1, "failed": 0}
@@ -129,7 +114,7 @@ def test_an_end_is_signalled_inside_its_commit_and_reported_only_after_it(teams)
     def execute(task: Task, owner: str) -> str:
         finished = record_end(task, owner, status="done", result="ok")
         assert finished is not None
-        assert status_seen_elsewhere(task.pk) == "done"
+        assert committed_status(task.pk) == "done"
         events.append(("returned", task.pk))
         return "done"
 

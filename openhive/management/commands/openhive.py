@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from argparse import RawDescriptionHelpFormatter
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -34,6 +35,12 @@ class Command(BaseCommand):
                     formatter_class=RawDescriptionHelpFormatter,
                 )
             )
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        verb = VERBS.get(options.get("verb") or "")
+        if verb is not None and not verb.system_checks:
+            options["skip_checks"] = True
+        return super().execute(*args, **options)
 
     def handle(self, *args, verb: str, **options) -> None:
         # Arguments the shell could not decode arrive as lone surrogates; a JSON argument may

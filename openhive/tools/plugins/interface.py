@@ -10,9 +10,6 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from .runner import run_in_sandbox
 from .scan import INVALID_INTERFACE, Finding
 
@@ -87,6 +84,11 @@ def schema_problems(parameters: Any, *, line: int) -> list[Finding]:
     properties = parameters.get("properties", {})
     if not isinstance(properties, dict):
         return problem('PARAMETERS["properties"] must be an object of property schemas')
+    # jsonschema (and the metaschemas it loads, ~3 MB) is imported by a plugin's check or
+    # call, not by every process that lists the tools.
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(parameters)
     except SchemaError as exc:
@@ -120,6 +122,8 @@ def offered_schema(parameters: dict) -> dict:
 
 
 def argument_problems(parameters: dict, args: dict) -> list[str]:
+    from jsonschema import Draft202012Validator
+
     validator = Draft202012Validator(parameters)
     problems = []
     for error in sorted(validator.iter_errors(args), key=lambda e: list(e.path))[:5]:

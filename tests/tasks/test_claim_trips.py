@@ -1,0 +1,137 @@
+"""A pull worker's claim in three round trips on PostgreSQL, and what it proves saves queries
+of the task's start: the task is held (the session's first cancel check, when it comes within
+CANCEL_FRESH_SECONDS and no stop was asked since, is the claim's), and on PostgreSQL whether it
+has a question to resume."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from openhive.engine import stopping
+from tasks.models import Task, UserQuestion
+from tasks.runner import run_next_task, still_held_check
+from tasks.services import task_cancel, task_enqueue
+from tasks.services.claims import task_claim_batch
+from tests.tasks.committed import committed_status
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ANSWER = [{"when": {}, "reply": {"content": "done"}}]
+
+
+def _cancel_reads(queries: list[dict]) -> int:
+    """The still-held reads: by their lease owner, or of it (the two forms of the check)."""
+    return sum(
+        q["sql"].startswith('SELECT "tasks_task"."lease_owner"')
+        or (q["sql"].startswith('SELECT "tasks_task"."id"') and '"lease_owner" =' in q["sql"])
+        for q in queries
+    )
+
+
+@pytest.fixture
+def fresh(settings):
+    def set_fresh(seconds: float) -> None:
+        settings.OPENHIVE = {
+            **settings.OPENHIVE, "CANCEL_FRESH_SECONDS": seconds, "CANCEL_POLL_SECONDS": 60
+        }  # fmt: skip
+
+    return set_fresh
+
+
+def test_a_session_started_just_after_its_claim_takes_the_claim_as_its_cancel_check(
+    teams, scripted_provider, fresh
+):
+    fresh(60)
+    scripted_provider(ANSWER)
+    task_enqueue(team=teams[0], text="go")
+    with CaptureQueriesContext(connection) as captured:
+        assert run_next_task("w") == "done"
+    assert _cancel_reads(captured.captured_queries) == 0  # was one, before the model call
+
+
+def test_a_stale_claim_is_no_cancel_check(teams, scripted_provider, fresh):
+    fresh(0)
+    scripted_provider(ANSWER)
+    task_enqueue(team=teams[0], text="go")
+    with CaptureQueriesContext(connection) as captured:
+        assert run_next_task("w") == "done"
+    assert _cancel_reads(captured.captured_queries) == 1
+
+
+def test_a_stop_asked_after_the_claim_is_read_at_once(teams, fresh):
+    fresh(60)
+    task_enqueue(team=teams[0], text="go")
+    [task] = task_claim_batch(worker="w1", limit=1)
+    check = still_held_check(task.pk, "w1", held=task.held_since)
+    task_cancel(task_id=task.pk)  # asks this process's sessions to look (stop_requested)
+    assert check() is True
+    # Without a stop asked, the claim answers the first read only.
+    check = still_held_check(task.pk, "w1", held=(task.held_since[0], stopping.generation()))
+    assert check() is False and check() is True
+
+
+def test_a_task_that_never_paused_is_not_looked_up_for_a_resume(teams, scripted_provider):
+    scripted_provider(ANSWER)
+    task_enqueue(team=teams[0], text="go")
+    with CaptureQueriesContext(connection) as captured:
+        assert run_next_task("w") == "done"
+    reads = sum(
+        q["sql"].startswith('SELECT "tasks_userquestion"') for q in captured.captured_queries
+    )
+    # PostgreSQL's claim says whether there is a question to resume; SQLite's looks.
+    assert reads == (0 if connection.vendor == "postgresql" else 1)
+
+
+def test_the_claim_of_a_task_with_an_open_question_says_so(teams):
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's claim only")
+    waited, plain = (task_enqueue(team=teams[0], text=t) for t in ("waited", "plain"))
+    UserQuestion.objects.create(
+        task_id=waited.pk, team=teams[0], kind="question", text="?", state="answered"
+    )
+    claimed = {t.pk: t for t in task_claim_batch(worker="w1", limit=5)}
+    assert claimed[waited.pk].claim_may_resume is True
+    assert claimed[plain.pk].claim_may_resume is False
+    assert Task.objects.filter(status="running").count() == 2
+
+
+@pytest.fixture
+def postgres_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's claim")
+
+
+def _idle() -> bool:
+    from psycopg import pq
+
+    return connection.connection.info.transaction_status == pq.TransactionStatus.IDLE
+
+
+def test_a_claim_is_three_round_trips(teams, postgres_only):
+    task = task_enqueue(team=teams[0], text="go")
+    with CaptureQueriesContext(connection) as captured:
+        [claimed] = task_claim_batch(worker="w1", limit=1)
+    sqls = [q["sql"].strip() for q in captured.captured_queries]
+    # Its BEGIN with the candidates, the teams' lock, its COMMIT with the claim (was five).
+    assert len(sqls) == 3 and sqls[0].endswith("; BEGIN") and sqls[2].endswith("; COMMIT")
+    assert claimed.pk == task.pk and claimed.team == teams[0] and _idle()
+    assert committed_status(task.pk) == "running"
+
+
+def test_a_claim_with_nothing_to_claim_leaves_no_transaction_open(teams, postgres_only):
+    assert task_claim_batch(worker="w1", limit=1) == []
+    assert _idle()
+
+
+def test_a_claim_that_fails_midway_rolls_back(teams, postgres_only, monkeypatch):
+    from tasks.services import claims
+
+    task = task_enqueue(team=teams[0], text="go")
+    monkeypatch.setattr(claims, "lease_until", lambda now: 1 / 0)  # with the teams locked
+    with pytest.raises(ZeroDivisionError):
+        task_claim_batch(worker="w1", limit=1)
+    assert _idle() and committed_status(task.pk) == "pending"
+    monkeypatch.undo()
+    assert [t.pk for t in task_claim_batch(worker="w2", limit=1)] == [task.pk]
