@@ -64,7 +64,7 @@ def _session(steps: int):
 def _reset_script_counts() -> None:
     from openhive.engine import scripted
 
-    scripted._uses.clear()
+    scripted.forget_uses()
 
 
 def _profile_difference(steps: int, mode) -> None:

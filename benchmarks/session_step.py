@@ -55,7 +55,7 @@ def write_script(data, steps: int) -> None:
 def reset_script() -> None:
     from openhive.engine import scripted
 
-    scripted._uses.clear()
+    scripted.forget_uses()
 
 
 def bare(steps: int, schema: dict) -> float:

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, vendor: str) -> None:
     ctx = ToolContext(team=ops, session_id=parent.pk)
 
     def plain() -> float:
-        scripted._uses.clear()
+        scripted.forget_uses()
         started = time.perf_counter()
         outcome = run_team_session(ops, "go")
         elapsed = time.perf_counter() - started
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, vendor: str) -> None:
         return elapsed
 
     def child() -> float:
-        scripted._uses.clear()
+        scripted.forget_uses()
         started = time.perf_counter()
         with running(Origin(parent.pk, None)):
             result = call_tool(ctx, "run_subagent", {"name": "worker", "task": "go"})

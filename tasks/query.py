@@ -96,6 +96,7 @@ def query_child(
             status=status,
             result=text,
             stop_reason=outcome.stop_reason,
+            held=task,  # the row as admitted: the end is one conditional UPDATE
         )
     return QueryOutcome(child.name, status == Task.Status.DONE, scrub(text))
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from openhive.core import paths
 from openhive.core.scrubbing import scrub
 from openhive.engine.models import Session
-from teams.config import TeamConfig, load_team_config
+from teams.config import TeamConfig, read_team_config
 from teams.models import Team
 
 from .models import OrgOpLock, Task, TaskTodo, UserQuestion
@@ -35,7 +35,7 @@ def team_cap(name: str) -> int:
     if cached is not None and cached[0] == version:
         return cached[1]
     try:
-        cap = load_team_config(name).max_concurrent_daily_ops
+        cap = read_team_config(name).max_concurrent_daily_ops
     except Exception:  # a broken config must not stop the queue: fall back to the default
         cap = DEFAULT_CAP
     _CAP_CACHE[path] = (version, cap)

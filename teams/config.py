@@ -152,10 +152,18 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built in
 
 
 def load_team_config(name: str) -> TeamConfig:
+    """The team's config, a copy of the caller's own (free to change)."""
+    return read_team_config(name).model_copy(deep=True)
+
+
+def read_team_config(name: str) -> TeamConfig:
     """The team's config, parsed once per content of the file (every tool call and claim asks
     for it, and parsing YAML each time cost milliseconds; reading the bytes costs
-    microseconds, and unlike a modification time they cannot miss a quick rewrite). Callers
-    get their own copy."""
+    microseconds, and unlike a modification time they cannot miss a quick rewrite).
+
+    The instance is shared with every other reader: only read it. A caller that changes its
+    config takes `load_team_config`'s copy (the deep copy is what a session start would pay
+    three times over for the readers that only look)."""
     try:
         raw = config_path(name).read_bytes()
     except OSError:
@@ -166,7 +174,7 @@ def load_team_config(name: str) -> TeamConfig:
         cached = (raw, _load_team_config(name))
         with _cache_lock:
             _cache[name] = cached
-    return cached[1].model_copy(deep=True)
+    return cached[1]
 
 
 def _load_team_config(name: str) -> TeamConfig:

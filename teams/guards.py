@@ -6,16 +6,16 @@ from openhive.core.context import ToolContext
 from openhive.core.errors import NotAllowed
 
 from .models import Team
-from .selectors import team_get_or_404
+from .selectors import team_named
 
 
 def existing_team(name: str) -> Team:
-    return team_get_or_404(name=name)
+    return team_named(name)
 
 
 def child_team(ctx: ToolContext, name: str) -> Team:
     """The named team if it is a direct child of the caller."""
-    team = team_get_or_404(name=name)
+    team = team_named(name)
     if team.parent_id != ctx.team.pk:
         raise NotAllowed(
             f'"{name}" is not a child of "{ctx.team.name}": this tool works only on your own '
@@ -28,7 +28,7 @@ def child_team(ctx: ToolContext, name: str) -> Team:
 def descendant_team(ctx: ToolContext, name: str) -> Team:
     """The named team if it sits below the caller in the tree (a child, a grandchild, ...).
     Never the caller itself: a team does not manage its own wake-ups."""
-    team = team_get_or_404(name=name)
+    team = team_named(name)
     node, seen = team, set()
     while node.parent_id is not None and node.pk not in seen:
         seen.add(node.pk)

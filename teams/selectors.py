@@ -43,6 +43,15 @@ def team_get_or_404(*, name: str) -> Team:
     return team
 
 
+def team_named(name: str) -> Team:
+    """The team alone (no annotations, nothing prefetched), or NotFound: what a guard needs
+    before a tool acts on a team. A query fan-out makes one such lookup per child."""
+    team = Team.objects.filter(name=name).first() if _NAME_RE.fullmatch(name) else None
+    if team is None:
+        raise NotFound(f'team "{name}" not found')
+    return team
+
+
 def team_children(*, team: Team) -> list[Team]:
     return list(
         Team.objects.filter(parent=team)

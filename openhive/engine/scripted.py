@@ -203,6 +203,13 @@ def rule_matches(when: When, conv: Conversation) -> bool:
     )
 
 
+def forget_uses() -> None:
+    """Every loaded script's limited rules answer afresh (a benchmark's next round)."""
+    with _cache_lock:
+        for script in _cache.values():
+            script._uses.clear()
+
+
 def choose_reply(script: Script, conv: Conversation) -> Reply:
     for index, rule in enumerate(script.rules):
         if not rule_matches(rule.when, conv):

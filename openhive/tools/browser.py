@@ -19,7 +19,7 @@ from openhive.core.context import ToolContext
 from openhive.core.errors import DomainError, NotFound
 from openhive.core.registry import ToolSpec, register_tool_source
 from openhive.core.scrubbing import get_scrubber
-from teams.config import BrowserConfig, load_team_config
+from teams.config import BrowserConfig, load_team_config, read_team_config
 from vault.services import vault_read
 
 from .web import _VAULT_REF
@@ -216,7 +216,7 @@ BROWSER_TOOL_NAMES = tuple(spec.name for spec in BROWSER_TOOLS)
 def browser_tools_for(team: Any) -> list[ToolSpec]:
     """The browser tools, for a team whose config enables the browser; none otherwise."""
     try:
-        enabled = load_team_config(team.name).browser is not None
+        enabled = read_team_config(team.name).browser is not None
     except DomainError:
         return []
     return list(BROWSER_TOOLS) if enabled else []

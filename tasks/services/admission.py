@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Count, Exists, F, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from openhive.core.context import ToolContext
@@ -50,12 +51,24 @@ def team_critical_section(team_id: int, *, skip_locked: bool) -> Iterator[bool]:
         yield True
 
 
-def _org_op_held(team_id: int, now: datetime) -> bool:
-    return OrgOpLock.objects.filter(team_id=team_id, expires_at__gt=now).exists()
-
-
-def _running(team_id: int) -> int:
-    return Task.objects.filter(team_id=team_id, status=Task.Status.RUNNING).count()
+def _org_op_and_running(team_id: int, now: datetime) -> tuple[bool, int]:
+    """Whether an org-op holds the team's mutex, and how many of its tasks run: one query,
+    read inside the team's claim section (after its lock, so it sees every claim before)."""
+    held = OrgOpLock.objects.filter(team_id=team_id, expires_at__gt=now)
+    running = (
+        Task.objects.filter(team_id=team_id, status=Task.Status.RUNNING)
+        .order_by()
+        .values("team_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    row = (
+        Team.objects.filter(pk=team_id)
+        .annotate(held=Exists(held), running=Coalesce(Subquery(running), 0))
+        .values_list("held", "running")
+        .first()
+    )
+    return (bool(row[0]), int(row[1])) if row is not None else (False, 0)
 
 
 @reconnecting
@@ -76,7 +89,8 @@ def task_claim_next(
         if not held:
             return None
         now = timezone.now()  # read inside the section: claim times are ordered per team
-        if _org_op_held(team_id, now) or _running(team_id) >= cap:
+        op_held, running = _org_op_and_running(team_id, now)
+        if op_held or running >= cap:
             return None
         pending = (
             Task.objects.filter(team_id=team_id, status=Task.Status.PENDING)
@@ -108,12 +122,12 @@ def task_admit_running(
     cap = team_cap(team.name)
     with team_critical_section(team.pk, skip_locked=False):
         now = timezone.now()
-        if _org_op_held(team.pk, now):
+        op_held, running = _org_op_and_running(team.pk, now)
+        if op_held:
             raise Conflict(
                 f'team "{team.name}" is busy with an org operation; try again shortly',
                 code="org_op_pending",
             )
-        running = _running(team.pk)
         if running >= cap:
             raise Conflict(
                 f'team "{team.name}" is saturated ({running}/{cap} daily-ops running); '

@@ -403,3 +403,17 @@ def test_a_scripted_call_is_priced_by_its_script_without_litellm_failing_to(
     assert Session.objects.get(pk=outcome.session_id).cost_usd == pytest.approx(0.25)
     assert formatted == []
     assert [r.getMessage() for r in caplog.records if r.name == "LiteLLM"] == []  # no warning
+
+
+def test_forget_uses_lets_a_loaded_scripts_limited_rules_answer_again(openhive_dirs):
+    name = write_script(
+        openhive_dirs,
+        [
+            {"when": {}, "times": 1, "reply": {"content": "once"}},
+            {"when": {}, "reply": {"content": "after"}},
+        ],
+    )
+    script = load_script(name)
+    assert [choose_reply(script, conv()).content for _ in range(2)] == ["once", "after"]
+    scripted.forget_uses()
+    assert choose_reply(load_script(name), conv()).content == "once"

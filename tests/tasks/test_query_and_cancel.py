@@ -53,6 +53,29 @@ def slow_replies(scripted_provider, delay_ms: int, slow: dict[str, int] | None =
     )
 
 
+def test_a_query_task_is_admitted_in_one_read_and_ended_in_one_statement(
+    children, scripted_provider
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    main, teams = children
+    slow_replies(scripted_provider, 0)
+    with CaptureQueriesContext(connection) as captured:
+        result = call(main, "query_team", team="alpha", query="status?")
+    assert result["success"], result
+    sqls = [q["sql"] for q in captured.captured_queries]
+    # The org-op mutex and the running count: one query inside the team's section.
+    [state] = [sql for sql in sqls if "tasks_orgoplock" in sql]
+    assert 'COUNT(U0."id")' in state
+    # The end is one conditional UPDATE of the row as admitted: no re-read under a lock.
+    task_writes = [sql for sql in sqls if sql.startswith('UPDATE "tasks_task"')]
+    assert len(task_writes) == 1 and "lease_owner" in task_writes[0]
+    assert not [sql for sql in sqls if 'FROM "tasks_task"' in sql and "FOR UPDATE" in sql]
+    task = Task.objects.get(team=teams["alpha"])
+    assert (task.status, task.result, task.lease_owner) == ("done", "alpha reporting", "")
+
+
 def test_query_team_returns_the_childs_answer_and_takes_a_slot(children, scripted_provider):
     main, teams = children
     slow_replies(scripted_provider, 0)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from openhive.core import paths
 from openhive.core.errors import DomainError, NotFound
-from teams.config import McpServerConfig, McpServerName, explain_errors, load_team_config
+from teams.config import McpServerConfig, McpServerName, explain_errors, read_team_config
 from vault.services import vault_read
 
 
@@ -86,7 +86,7 @@ def operator_servers() -> OperatorServers:
 def team_server_configs(team_name: str) -> dict[str, McpServerConfig]:
     """The team's servers by name, references to operator servers resolved. Only servers the
     team's config names: an operator definition alone gives no team its tools."""
-    configured = load_team_config(team_name).mcp_servers
+    configured = read_team_config(team_name).mcp_servers
     if not configured:
         return {}
     shared: OperatorServers | None = None

@@ -12,7 +12,7 @@ from typing import Any
 from openhive.core.errors import DomainError
 from openhive.core.registry import ToolSpec, portable_json_schema
 from openhive.core.scrubbing import get_scrubber
-from teams.config import load_team_config
+from teams.config import read_team_config
 
 from ..selectors import mcp_status
 from ..services import mcpstatus_record
@@ -70,7 +70,7 @@ def mcp_tool_source(team: Any) -> list[ToolSpec]:
         return []
     try:
         configs = team_server_configs(team.name)
-        patterns = load_team_config(team.name).allowed_tools if configs else []
+        patterns = read_team_config(team.name).allowed_tools if configs else []
     except DomainError as exc:
         logger.warning("MCP servers of team %s: %s", team.name, exc.message)
         return []

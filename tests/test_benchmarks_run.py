@@ -1,0 +1,50 @@
+"""The in-process benchmarks still run: each is started as a user starts it, at its smallest
+size, and must print its figures. Nothing here is timed (the figures are not checked); a
+benchmark that reaches into the engine breaks when the engine changes, and this says so."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# script: (its smallest arguments, a figure it prints). The slow ones (sockets, start time,
+# search at size, browser) are left to be run by hand.
+SMALLEST = {
+    "session_step.py": (["--steps", "2", "--rounds", "1"], "pull: "),
+    "session_replay.py": (["--steps", "2", "--rounds", "1"], "replay: "),
+    "subagent_session.py": (["--steps", "2", "--rounds", "1"], "ratio "),
+    "fanout_query_teams.py": (
+        ["--children", "2", "--delay-ms", "10", "--runs", "1"],
+        "query_teams (parallel): ",
+    ),
+    "plugin_call.py": (["--runs", "1"], "added by a plugin call"),
+    "skills_index.py": (["--skills", "5", "--runs", "1"], "added by 5 skills"),
+    "answer_to_running.py": (["--samples", "2"], "ratio resumed/fresh"),
+    "mcp_call.py": (["--calls", "5"], "added by the call through the team"),
+    "admin_pages.py": (["--tasks", "10"], "goal"),
+    "cron_to_socket.py": (["--samples", "1"], "goal: p50"),
+    "trigger_clock.py": (["--seconds", "2"], "cron lateness"),
+    "reach_overhead.py": (["--requests", "5", "--runs", "1"], "added by"),
+}
+
+
+@pytest.mark.parametrize("script", sorted(SMALLEST))
+def test_a_benchmark_runs_at_its_smallest_size_and_prints_its_figures(script, tmp_path):
+    arguments, figure = SMALLEST[script]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, script, *arguments],
+        cwd=ROOT / "benchmarks",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert figure in done.stdout, done.stdout[-3000:]
