@@ -41,7 +41,10 @@ def renewed(task_id: int, worker: str) -> Iterator[None]:
         _held[number] = (task_id, worker)
         heapq.heappush(_due, (time.monotonic() + _interval(), number))
         _ensure_keeper()
-        _lock.notify()
+        # Woken only when this renewal is due before any it already waits for: waking it for
+        # every task made it take the GIL from the task's thread on every claim.
+        if _due[0][1] == number:
+            _lock.notify()
     try:
         yield
     finally:
