@@ -9,6 +9,7 @@ one statement for the whole batch."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -86,13 +87,26 @@ def _fields(end: HeldEnd) -> dict:
 
 
 def _update_postgres(ends: list[HeldEnd], rows: list[dict]) -> set[int]:
-    """One UPDATE … FROM unnest(…) for the batch; the ids it moved come back."""
+    """One UPDATE for the batch, its ends sent as one JSON document (one `json.dumps`, where
+    arrays were dumped by psycopg element by element); the ids it moved come back."""
     table = connection.ops.quote_name(Task._meta.db_table)
     prefix, source = "", ""
     if not settings.OPENHIVE["QUEUE_SYNC_FINISH"]:
         # See `end_held`: the operator's explicit trade, scoped to this transaction.
         prefix = f"WITH async AS ({NO_FLUSH_WAIT}) "
         source = "async, "
+    document = [
+        {
+            "id": end.task.pk,
+            "worker": end.worker,
+            "status": row["status"],
+            "stop_reason": row["stop_reason"],
+            "result": row["result"],
+            "finished_at": row["finished_at"].isoformat(),
+            "duration_ms": row["duration_ms"],
+        }
+        for end, row in zip(ends, rows, strict=True)
+    ]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""{prefix}
@@ -100,21 +114,12 @@ def _update_postgres(ends: list[HeldEnd], rows: list[dict]) -> set[int]:
                SET status = v.status, stop_reason = v.stop_reason, result = v.result,
                    finished_at = v.finished_at, duration_ms = v.duration_ms,
                    lease_owner = '', lease_expires_at = NULL
-              FROM {source}unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[],
-                          %s::timestamptz[], %s::int[])
-                   AS v(id, worker, status, stop_reason, result, finished_at, duration_ms)
+              FROM {source}jsonb_to_recordset(%s::jsonb)
+                   AS v(id bigint, worker text, status text, stop_reason text, result text,
+                        finished_at timestamptz, duration_ms int)
              WHERE t.id = v.id AND t.status = %s AND t.lease_owner = v.worker
             RETURNING t.id
             """,
-            [
-                [end.task.pk for end in ends],
-                [end.worker for end in ends],
-                [row["status"] for row in rows],
-                [row["stop_reason"] for row in rows],
-                [row["result"] for row in rows],
-                [row["finished_at"] for row in rows],
-                [row["duration_ms"] for row in rows],
-                Task.Status.RUNNING,
-            ],
+            [json.dumps(document), Task.Status.RUNNING],
         )
         return {task_id for (task_id,) in cursor.fetchall()}
