@@ -53,6 +53,28 @@ def test_a_batch_of_ends_is_one_transaction_with_one_update_on_postgresql(
 
 
 @pytest.mark.django_db
+def test_a_batch_writes_each_end_exactly_as_given(teams):
+    for i in range(2):
+        task_enqueue(team=teams[i], text=f"t{i}")
+    owner = batch_owner()
+    first, second = task_claim_batch(worker=owner, limit=2)
+    awkward = 'quotes \' " {json} [1, 2] \\ back, tab\t, new\nline, ünïcödé 🐝, ' + "x" * 5000
+    when = (timezone.now() + timedelta(seconds=3)).replace(microsecond=123456)
+    ends = [
+        HeldEnd(first, owner, Task.Status.FAILED, awkward, "max_turns", when),
+        HeldEnd(second, owner, Task.Status.DONE, "", "", when + timedelta(seconds=2)),
+    ]
+    assert tasks_finish_held(ends) == [first, second]
+    row = Task.objects.get(pk=first.pk)
+    assert (row.status, row.result, row.stop_reason) == ("failed", awkward, "max_turns")
+    assert row.finished_at == when
+    assert row.duration_ms == int((when - first.started_at).total_seconds() * 1000)
+    other = Task.objects.get(pk=second.pk)
+    later = when + timedelta(seconds=2)
+    assert (other.status, other.result, other.finished_at) == ("done", "", later)
+
+
+@pytest.mark.django_db
 def test_an_end_in_a_batch_for_a_task_no_longer_held_changes_nothing(teams):
     ops, _db, _web = teams
     task_enqueue(team=ops, text="kept")
