@@ -1,6 +1,7 @@
-"""Threads for model calls that a session may abandon (cancel, timeout): reused from call to
-call instead of one new thread per call. Daemon threads, so a call that hangs never holds up a
-worker's exit; a pool with no idle thread grows by one, as a new thread per call did."""
+"""Threads for session loops that their caller may abandon (a cancel, a timeout: see
+`handover`), reused from session to session instead of one new thread each. Daemon threads, so
+a model call that hangs never holds up a worker's exit; a pool with no idle thread grows by
+one, as a new thread per session would."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ _lock = threading.Lock()
 _idle = 0
 
 
-def submit(job: Callable[[], None], *, name: str = "llm-call") -> None:
+def submit(job: Callable[[], None], *, name: str = "session-loop") -> None:
     """Run `job` on a pooled thread, in a copy of the caller's context (its spans, log
     context and lineage)."""
     global _idle

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connections
 
 from openhive.core import logcontext
 from openhive.core.context import PAUSING_TOOLS, ToolContext
@@ -24,7 +22,7 @@ from openhive.core.db import RESET_ERRORS
 from openhive.core.errors import DomainError
 from openhive.core.scrubbing import get_scrubber, sensitive_values
 
-from . import callpool, compaction, llm, stopping, tracing
+from . import compaction, handover, llm, stopping, tracing
 from .budgets import BudgetExceeded, BudgetGuard, BudgetScope, Estimate, estimate_call
 from .lineage import Origin, running
 from .model import ModelPort, ResilientModel
@@ -178,8 +176,22 @@ class _Loop:
         self.stops_seen = stopping.generation()
         self.spent_tokens = 0
         self.spent_usd = Decimal(0)
+        self.watch = handover.Watch()
 
     def run(self) -> str:
+        """The steps, on this thread; or, for a session that can be cancelled or time out,
+        on a pooled thread watched from this one, so that a model call that does not return
+        is abandoned (`handover`). A slow reply must not keep a cancelled session alive."""
+        if self.request.should_cancel is None and self.deadline is None:
+            return self.steps()
+        return handover.run_watched(
+            self.steps,
+            self.watch,
+            poll=settings.OPENHIVE["CANCEL_POLL_SECONDS"],
+            check=lambda: self.check_stop(fresh=True),
+        )
+
+    def steps(self) -> str:
         scrubber = get_scrubber()
         messages: list[dict] = [
             {**m, "content": scrubber.data(m["content"])} for m in self.agent.system_messages
@@ -313,36 +325,13 @@ class _Loop:
         return reply
 
     def complete(self, messages: list[dict], tools: list[dict], *, stream: bool) -> llm.Completion:
-        """The model call, abandoned as soon as the session is cancelled or times out: a slow
-        reply must not keep a cancelled session alive. An abandoned call finishes in its
-        thread and its reply is dropped."""
-        profile, name = self.agent.profile, self.agent.name
+        """The model call, made on the loop's thread. A session that can be cancelled or time
+        out is watched from its caller's thread while it waits here (see `run`)."""
         on_delta = self.delta if stream and self.request.on_event is not None else None
-        if self.request.should_cancel is None and self.deadline is None:
-            return self.model.complete(profile, messages, tools, agent=name, on_delta=on_delta)
-        box: dict = {}
-        done = threading.Event()
-
-        def call() -> None:
-            try:
-                box["reply"] = self.model.complete(
-                    profile, list(messages), tools, agent=name, on_delta=on_delta
-                )
-            except BaseException as exc:  # handed to the session thread below
-                box["error"] = exc
-            finally:
-                connections.close_all()  # this thread's own connections only
-                done.set()
-
-        # The call runs in a copy of this context: its spans, log lines and lineage are the
-        # session's.
-        callpool.submit(call)
-        poll = settings.OPENHIVE["CANCEL_POLL_SECONDS"]
-        while not done.wait(poll):
-            self.check_stop(fresh=True)
-        if "error" in box:
-            raise box["error"]
-        return box["reply"]
+        with self.watch.model_call():
+            return self.model.complete(
+                self.agent.profile, messages, tools, agent=self.agent.name, on_delta=on_delta
+            )
 
     def call(self, call: dict) -> dict:
         name = call["function"]["name"]
