@@ -109,9 +109,20 @@ def run_watched(
             connections.close_all()  # any of this thread's own
             outcome.done.set()
 
-    # The loop runs in a copy of this context: its spans, log lines and lineage are the
-    # session's.
-    callpool.submit(job)
+    try:
+        # The loop runs in a copy of this context: its spans, log lines and lineage are the
+        # session's.
+        callpool.submit(job)
+        _wait(outcome, watch, poll, check)
+    finally:
+        for _alias, conn in lent:
+            conn.dec_thread_sharing()
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.value  # type: ignore[return-value]
+
+
+def _wait(outcome: _Outcome, watch: Watch, poll: float, check: Callable[[], None]) -> None:
     try:
         while not outcome.done.wait(poll):
             watch.check_during_call(check)
@@ -122,12 +133,6 @@ def run_watched(
         if not watch.abandon():
             outcome.done.wait()
         raise
-    finally:
-        for _alias, conn in lent:
-            conn.dec_thread_sharing()
-    if outcome.error is not None:
-        raise outcome.error
-    return outcome.value  # type: ignore[return-value]
 
 
 def _borrow(lent: list) -> None:
