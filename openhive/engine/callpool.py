@@ -6,6 +6,7 @@ one, as a new thread per session would."""
 from __future__ import annotations
 
 import contextvars
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -40,3 +41,13 @@ def _serve() -> None:
         finally:
             with _lock:
                 _idle += 1
+
+
+def _forget_threads() -> None:
+    """In a forked child (django-q2 forks its workers): none of the parent's threads came
+    along, so none of them is idle here."""
+    global _jobs, _lock, _idle
+    _jobs, _lock, _idle = queue.SimpleQueue(), threading.Lock(), 0
+
+
+os.register_at_fork(after_in_child=_forget_threads)
