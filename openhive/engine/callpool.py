@@ -16,7 +16,7 @@ _lock = threading.Lock()
 _idle = 0
 
 
-def submit(job: Callable[[], None], *, name: str = "session-loop") -> None:
+def submit(job: Callable[[], None]) -> None:
     """Run `job` on a pooled thread, in a copy of the caller's context (its spans, log
     context and lineage)."""
     global _idle
@@ -26,7 +26,7 @@ def submit(job: Callable[[], None], *, name: str = "session-loop") -> None:
         if reuse:
             _idle -= 1
     if not reuse:
-        threading.Thread(target=_serve, name=name, daemon=True).start()
+        threading.Thread(target=_serve, name="session-loop", daemon=True).start()
     _jobs.put(lambda: context.run(job))
 
 

@@ -96,7 +96,9 @@ def run_watched(
     outcome: _Outcome[T] = _Outcome()
 
     def job() -> None:
-        _borrow(lent)
+        # Every job ends with this thread's own connections closed: none is replaced here.
+        for alias, conn in lent:
+            connections[alias] = conn
         try:
             outcome.value = loop()
         except Abandoned:
@@ -133,10 +135,3 @@ def _wait(outcome: _Outcome, watch: Watch, poll: float, check: Callable[[], None
         if not watch.abandon():
             outcome.done.wait()
         raise
-
-
-def _borrow(lent: list) -> None:
-    for conn in connections.all(initialized_only=True):
-        conn.close()  # a connection this pooled thread kept would be lost when replaced
-    for alias, conn in lent:
-        connections[alias] = conn

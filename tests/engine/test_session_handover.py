@@ -123,7 +123,7 @@ def test_a_reply_that_comes_after_the_cancel_is_dropped_and_the_loop_writes_noth
 
 
 def test_a_timeout_abandons_a_model_call_that_does_not_return(
-    main_team, scripted_provider, quick_polls, monkeypatch
+    main_team, scripted_provider, quick_polls
 ):
     scripted_provider([{"when": {}, "reply": {"content": "late", "delay_ms": 3000}}])
     started = time.monotonic()
