@@ -19,8 +19,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Exists, F, Subquery
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from openhive.core.context import ToolContext
@@ -30,7 +28,8 @@ from teams.models import Team
 
 from ..models import OrgOpLock, Task
 from ..selectors import team_cap
-from ..timing import lease_until, ready_q
+from ..timing import lease_until
+from .claims import held_since_now, may_resume
 
 
 def _is_postgres() -> bool:
@@ -42,33 +41,63 @@ def team_critical_section(team_id: int, *, skip_locked: bool) -> Iterator[bool]:
     """A transaction that holds the team's claim section: yields True, or False when another
     process holds it and `skip_locked` asked not to wait (PostgreSQL only)."""
     with transaction.atomic():
-        if _is_postgres():
-            rows = Team.objects.filter(pk=team_id).select_for_update(skip_locked=skip_locked)
-            yield rows.values_list("pk", flat=True).first() is not None
-            return
-        # SQLite: the transaction is IMMEDIATE (settings), so it holds the database write lock
-        # from BEGIN: the count and the claim act on the latest state, one process at a time.
-        yield True
+        yield _enter_section(team_id, skip_locked=skip_locked) is not None
+
+
+def _enter_section(team_id: int, *, skip_locked: bool) -> Team | None:
+    """Inside a transaction: the team's row, locked on PostgreSQL (None when the team is gone,
+    or held by another process and `skip_locked`). SQLite's transaction is IMMEDIATE
+    (settings): it holds the database write lock from BEGIN, so the counts and the claim that
+    follow act on the latest state, one process at a time."""
+    lock = ""
+    if _is_postgres():
+        lock = " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
+    table = connection.ops.quote_name(Team._meta.db_table)
+    return next(iter(Team.objects.raw(f"SELECT * FROM {table} WHERE id = %s{lock}", [team_id])),
+                None)  # fmt: skip
 
 
 def _org_op_and_running(team_id: int, now: datetime) -> tuple[bool, int]:
     """Whether an org-op holds the team's mutex, and how many of its tasks run: one query,
     read inside the team's claim section (after its lock, so it sees every claim before)."""
-    held = OrgOpLock.objects.filter(team_id=team_id, expires_at__gt=now)
-    running = (
-        Task.objects.filter(team_id=team_id, status=Task.Status.RUNNING)
-        .order_by()
-        .values("team_id")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    row = (
-        Team.objects.filter(pk=team_id)
-        .annotate(held=Exists(held), running=Coalesce(Subquery(running), 0))
-        .values_list("held", "running")
-        .first()
-    )
-    return (bool(row[0]), int(row[1])) if row is not None else (False, 0)
+    task_table, lock_table = _quoted(Task), _quoted(OrgOpLock)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {lock_table} WHERE team_id = %s AND expires_at > %s),"
+            f" (SELECT count(*) FROM {task_table} WHERE team_id = %s AND status = %s)",
+            [team_id, connection.ops.adapt_datetimefield_value(now), team_id,
+             Task.Status.RUNNING],
+        )  # fmt: skip
+        held, running = cursor.fetchone()
+    return bool(held), int(running)
+
+
+def _quoted(model: type) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _claim_statement(*, exact: bool) -> str:
+    """Claim the team's best ready pending task (or exactly the given one) if the team has a
+    free slot and no org-op holds it: one UPDATE, returning the claimed row (and whether a
+    question of it may wait to be resumed, so `resume_for` need not look). Written by hand:
+    the ORM compiled these queries anew at every claim, which cost more than running them."""
+    task_table, lock_table = _quoted(Task), _quoted(OrgOpLock)
+    skip = " FOR UPDATE SKIP LOCKED" if _is_postgres() else ""
+    return f"""
+        UPDATE {task_table}
+           SET status = 'running', lease_owner = %s, lease_expires_at = %s, started_at = %s,
+               attempts = attempts + 1
+         WHERE status = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM {lock_table} o WHERE o.team_id = %s AND o.expires_at > %s)
+           AND (SELECT count(*) FROM {task_table} r
+                 WHERE r.team_id = %s AND r.status = 'running') < %s
+           AND id = (SELECT p.id FROM {task_table} p
+                      WHERE p.team_id = %s AND p.status = 'pending'
+                        AND (p.run_after IS NULL OR p.run_after <= %s)
+                        {"AND p.id = %s" if exact else ""}
+                      ORDER BY p.priority, p.created_at, p.id
+                      LIMIT 1{skip})
+        RETURNING *, {may_resume(task_table)}"""
 
 
 @reconnecting
@@ -82,36 +111,26 @@ def task_claim_next(
 ) -> Task | None:
     """Claim the team's best pending task (priority, then FIFO) for `worker` -- or exactly
     `task_id` when given -- if the team has a free daily-op slot and no org-op holds its
-    mutex; else None (the task waits)."""
+    mutex; else None (the task waits). The task comes with its team; like a batch claim's, it
+    carries when its claim proved it held (`claims.held_since_now`)."""
     cap = team_cap(team_name)
-    claimed_id = None
-    with team_critical_section(team_id, skip_locked=skip_locked) as held:
-        if not held:
+    with transaction.atomic():
+        team = _enter_section(team_id, skip_locked=skip_locked)
+        if team is None:
             return None
         now = timezone.now()  # read inside the section: claim times are ordered per team
-        op_held, running = _org_op_and_running(team_id, now)
-        if op_held or running >= cap:
-            return None
-        pending = (
-            Task.objects.filter(team_id=team_id, status=Task.Status.PENDING)
-            .filter(ready_q(now))
-            .order_by("priority", "created_at", "id")
-        )
+        at = connection.ops.adapt_datetimefield_value(now)
+        params = [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at,
+                  team_id, at, team_id, cap, team_id, at]  # fmt: skip
         if task_id is not None:
-            pending = pending.filter(pk=task_id)
-        if _is_postgres():
-            pending = pending.select_for_update(skip_locked=True)
-        claimed_id = pending.values_list("id", flat=True).first()
-        if claimed_id is None:
-            return None
-        Task.objects.filter(pk=claimed_id, status=Task.Status.PENDING).update(
-            status=Task.Status.RUNNING,
-            lease_owner=worker,
-            lease_expires_at=lease_until(now),
-            started_at=now,
-            attempts=F("attempts") + 1,
-        )
-    return Task.objects.select_related("team", "topic").get(pk=claimed_id)
+            params.append(task_id)
+        claimed = list(Task.objects.raw(_claim_statement(exact=task_id is not None), params))
+    if not claimed:
+        return None
+    task = claimed[0]
+    task.team = team
+    task.claim_may_resume = bool(task.claim_may_resume)
+    return held_since_now([task])[0]
 
 
 def task_admit_running(

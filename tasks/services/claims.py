@@ -103,20 +103,18 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
     if limit <= 0:
         return []
     if statements_in_one_query() and not connection.in_atomic_block:
-        return _held_since_now(_claim_postgres_in_three_trips(worker=worker, limit=limit))
+        return held_since_now(_claim_postgres_in_three_trips(worker=worker, limit=limit))
     if connection.vendor == "postgresql":
         teams = _candidate_teams(timezone.now())
         if not teams:
             return []
         with transaction.atomic():
             claimed = _claim_postgres(teams, worker=worker, limit=limit)
-        return _held_since_now(claimed)
+        return held_since_now(claimed)
     with transaction.atomic():  # IMMEDIATE: the write lock is held from here
         now = timezone.now()
-        ids = _claim_sqlite(_candidate_teams(now), worker=worker, limit=limit, now=now)
-    if not ids:
-        return []
-    return _held_since_now(Task.objects.select_related("team", "topic").filter(pk__in=ids))
+        claimed = _claim_sqlite(_candidate_teams(now), worker=worker, limit=limit, now=now)
+    return held_since_now(claimed)
 
 
 def _claim_postgres_in_three_trips(*, worker: str, limit: int) -> list[Task]:
@@ -145,7 +143,7 @@ def _send(statement: str) -> None:
         cursor.execute(statement)
 
 
-def _held_since_now(claimed: Iterable[Task]) -> list[Task]:
+def held_since_now(claimed: Iterable[Task]) -> list[Task]:
     """Most urgent first, each stamped with when (monotonic) and at which stop generation of
     this process its claim proved it held: the first cancel check of its session may take
     that as its read (`runner.still_held_check`)."""
@@ -158,11 +156,11 @@ def _held_since_now(claimed: Iterable[Task]) -> list[Task]:
 
 def _claim_sqlite(
     teams: list[tuple[int, int, int]], *, worker: str, limit: int, now: datetime
-) -> list[int]:
+) -> list[Task]:
     room = {team_id: free for team_id, _cap, free in teams}
     if not room:
         return []
-    task_table, _, _ = _tables()
+    task_table, team_table, _ = _tables()
     at = connection.ops.adapt_datetimefield_value(now)
     marks = ", ".join("%s" for _ in room)
     picked: list[int] = []
@@ -185,17 +183,43 @@ def _claim_sqlite(
                 if room[team_id] > 0 and len(picked) < limit:
                     room[team_id] -= 1
                     picked.append(task_id)
-        if picked:
-            cursor.execute(
-                f"""
-                UPDATE {task_table}
-                   SET status = 'running', lease_owner = %s, lease_expires_at = %s,
-                       started_at = %s, attempts = attempts + 1
-                 WHERE status = 'pending' AND id IN ({", ".join("%s" for _ in picked)})
-                """,
-                [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at, *picked],
-            )
-    return picked
+    if not picked:
+        return []
+    # The claiming UPDATE reads the claimed rows back, as PostgreSQL's does.
+    claimed = list(
+        Task.objects.raw(
+            f"""
+            UPDATE {task_table}
+               SET status = 'running', lease_owner = %s, lease_expires_at = %s,
+                   started_at = %s, attempts = attempts + 1
+             WHERE status = 'pending' AND id IN ({", ".join("%s" for _ in picked)})
+            RETURNING *, {may_resume(task_table)}
+            """,
+            [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at, *picked],
+        )
+    )
+    ids = sorted({task.team_id for task in claimed})
+    teams_by_id = {
+        team.pk: team
+        for team in Team.objects.raw(
+            f"SELECT * FROM {team_table} WHERE id IN ({', '.join('%s' for _ in ids)})", ids
+        )
+    }
+    for task in claimed:
+        task.team = teams_by_id[task.team_id]
+        task.claim_may_resume = bool(task.claim_may_resume)
+    return claimed
+
+
+def may_resume(task_table: str) -> str:
+    """A column for the claiming UPDATE's RETURNING: whether the task has a question not yet
+    resumed. A task that never paused has none, so `resume_for` need not look (one query
+    less per task). Questions are written before their task is pending again."""
+    question_table = connection.ops.quote_name(UserQuestion._meta.db_table)
+    return (
+        f"EXISTS (SELECT 1 FROM {question_table} u"
+        f" WHERE u.task_id = {task_table}.id AND u.resumed_at IS NULL) AS claim_may_resume"
+    )
 
 
 def _claim_postgres(
@@ -205,9 +229,6 @@ def _claim_postgres(
     the lock read: no further query. `commit`: end the transaction (one the caller opened
     with a BEGIN of its own) in the UPDATE's query."""
     task_table, team_table, lock_table = _tables()
-    # A task that never paused has no question not yet resumed: `resume_for` need not look
-    # (one query less per task). Questions are written before their task is pending again.
-    question_table = connection.ops.quote_name(UserQuestion._meta.db_table)
     team_ids = [t for t, _c, _f in teams]
     caps = [c for _t, c, _f in teams]
     # At most `limit` teams are locked: a worker that wants few tasks leaves the other
@@ -263,10 +284,7 @@ def _claim_postgres(
                    started_at = %s, attempts = q.attempts + 1
               FROM pick
              WHERE q.id = pick.id AND q.status = 'pending'
-            RETURNING q.*,
-                      EXISTS (SELECT 1 FROM {question_table} u
-                               WHERE u.task_id = q.id AND u.resumed_at IS NULL)
-                      AS claim_may_resume
+            RETURNING q.*, {may_resume("q")}
             {"; COMMIT" if commit else ""}""",
             [
                 list(locked),

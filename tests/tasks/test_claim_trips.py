@@ -1,9 +1,11 @@
 """A pull worker's claim in three round trips on PostgreSQL, and what it proves saves queries
 of the task's start: the task is held (the session's first cancel check, when it comes within
-CANCEL_FRESH_SECONDS and no stop was asked since, is the claim's), and on PostgreSQL whether it
-has a question to resume."""
+CANCEL_FRESH_SECONDS and no stop was asked since, is the claim's), and whether it has a question
+to resume (on both databases, and for one named task's claim as for a batch)."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 from django.db import connection
@@ -12,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from openhive.engine import stopping
 from tasks.models import Task, UserQuestion
 from tasks.runner import run_next_task, still_held_check
-from tasks.services import task_cancel, task_enqueue
+from tasks.services import task_cancel, task_claim_next, task_enqueue
 from tasks.services.claims import task_claim_batch
 from tests.tasks.committed import committed_status
 
@@ -80,13 +82,11 @@ def test_a_task_that_never_paused_is_not_looked_up_for_a_resume(teams, scripted_
     reads = sum(
         q["sql"].startswith('SELECT "tasks_userquestion"') for q in captured.captured_queries
     )
-    # PostgreSQL's claim says whether there is a question to resume; SQLite's looks.
-    assert reads == (0 if connection.vendor == "postgresql" else 1)
+    # The claim itself says whether there is a question to resume, on both databases.
+    assert reads == 0
 
 
 def test_the_claim_of_a_task_with_an_open_question_says_so(teams):
-    if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL's claim only")
     waited, plain = (task_enqueue(team=teams[0], text=t) for t in ("waited", "plain"))
     UserQuestion.objects.create(
         task_id=waited.pk, team=teams[0], kind="question", text="?", state="answered"
@@ -95,6 +95,20 @@ def test_the_claim_of_a_task_with_an_open_question_says_so(teams):
     assert claimed[waited.pk].claim_may_resume is True
     assert claimed[plain.pk].claim_may_resume is False
     assert Task.objects.filter(status="running").count() == 2
+
+
+def test_the_claim_of_one_named_task_says_whether_it_may_resume_and_since_when_it_held(teams):
+    waited, plain = (task_enqueue(team=teams[0], text=t) for t in ("waited", "plain"))
+    UserQuestion.objects.create(
+        task_id=waited.pk, team=teams[0], kind="question", text="?", state="answered"
+    )
+    claim = functools.partial(task_claim_next, team_id=teams[0].pk, team_name=teams[0].name)
+    first = claim(worker="w1", task_id=plain.pk)
+    second = claim(worker="w2", task_id=waited.pk)
+    assert (first.pk, first.claim_may_resume, first.team) == (plain.pk, False, teams[0])
+    assert (second.pk, second.claim_may_resume, second.lease_owner) == (waited.pk, True, "w2")
+    assert first.held_since[1] == stopping.generation()
+    assert claim(worker="w3", task_id=plain.pk) is None  # already running: not claimed twice
 
 
 @pytest.fixture

@@ -67,7 +67,7 @@ def test_a_query_task_is_admitted_in_one_read_and_ended_in_one_statement(
     sqls = [q["sql"] for q in captured.captured_queries]
     # The org-op mutex and the running count: one query inside the team's section.
     [state] = [sql for sql in sqls if "tasks_orgoplock" in sql]
-    assert 'COUNT(U0."id")' in state
+    assert "count(" in state.lower() and "tasks_task" in state
     # The end is one conditional UPDATE of the row as admitted: no re-read under a lock.
     task_writes = [sql for sql in sqls if sql.startswith('UPDATE "tasks_task"')]
     assert len(task_writes) == 1 and "lease_owner" in task_writes[0]
