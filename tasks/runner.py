@@ -27,6 +27,7 @@ from teams.subagents import load_subagents
 from . import leases
 from .finisher import current_finisher
 from .models import Task
+from .selectors import task_to_claim
 from .services import (
     task_claim_next,
     task_defer,
@@ -55,17 +56,14 @@ def run_task(task_id: int) -> str:
     claim checks the cap and the org-op mutex again, as other processes may have claimed."""
     keep_connection_if_sound()
     worker = worker_id()
-    row = (
-        Task.objects.filter(pk=task_id).values("team_id", "team__name", "status", "options").first()
-    )
-    if row is None or row["status"] != Task.Status.PENDING:
+    row = task_to_claim(task_id=task_id)
+    if row is None or row[2] != Task.Status.PENDING:
         return "not-claimed"
+    team_id, team_name, _status, options = row
     with tracing.queue_claim_span(
-        team=row["team__name"], task_id=task_id, carrier=(row["options"] or {}).get("trace")
+        team=team_name, task_id=task_id, carrier=options.get("trace")
     ) as span:
-        task = task_claim_next(
-            team_id=row["team_id"], team_name=row["team__name"], worker=worker, task_id=task_id
-        )
+        task = task_claim_next(team_id=team_id, team_name=team_name, worker=worker, task_id=task_id)
         span.set_attribute("openhive.claimed", task is not None)
         _continue_trace(task)
     if task is None:
@@ -274,9 +272,11 @@ def still_held_check(
 
 
 _RUNNING_OWNER = CompiledQuery(
-    lambda task_id: Task.objects.filter(pk=task_id, status=Task.Status.RUNNING)
-    .order_by()
-    .values_list("lease_owner")[:1]
+    lambda task_id: (
+        Task.objects.filter(pk=task_id, status=Task.Status.RUNNING)
+        .order_by()
+        .values_list("lease_owner")[:1]
+    )
 )
 
 

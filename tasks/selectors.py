@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import Count, QuerySet
 from django.utils import timezone
 
@@ -70,6 +71,24 @@ def task_get(*, task_id: int) -> Task | None:
     if not 0 < task_id <= MAX_ID:
         return None
     return Task.objects.select_related("team").filter(pk=task_id).first()
+
+
+def task_to_claim(*, task_id: int) -> tuple[int, str, str, dict] | None:
+    """What a worker handed one task needs before it claims it: (team id, team name, status,
+    options). Hand-written: compiling the ORM's join cost more than running it, every task."""
+    task_table = connection.ops.quote_name(Task._meta.db_table)
+    team_table = connection.ops.quote_name(Team._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT t.team_id, tm.name, t.status, t.options FROM {task_table} t"
+            f" JOIN {team_table} tm ON tm.id = t.team_id WHERE t.id = %s",
+            [task_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    options = Task._meta.get_field("options").from_db_value(row[3], None, connection)
+    return row[0], row[1], row[2], options if isinstance(options, dict) else {}
 
 
 def task_sessions(*, task: Task) -> list[Session]:
