@@ -198,6 +198,8 @@ def _claim_sqlite(
             [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at, *picked],
         )
     )
+    if not claimed:
+        return []
     ids = sorted({task.team_id for task in claimed})
     teams_by_id = {
         team.pk: team
