@@ -4,6 +4,8 @@ broken trigger row never stops the loop."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -215,8 +217,13 @@ def test_a_tick_due_within_the_engine_tick_is_waited_for_not_fired_late(make_tri
 
     real = [datetime(2026, 11, 20, 9, 0, 0, 500_000, tzinfo=UTC)]
     waits: list[float] = []
+    this_thread, real_sleep = threading.get_ident(), time.sleep
 
     def fake_sleep(seconds: float) -> None:
+        # `time.sleep` is patched for the whole process: a background thread an earlier test
+        # left (an MCP reaper) keeps its own sleeps.
+        if threading.get_ident() != this_thread:
+            return real_sleep(seconds)
         waits.append(seconds)
         real[0] += timedelta(seconds=seconds)
 
