@@ -82,7 +82,7 @@ class LoadedPolicy:
 
 
 def channels_file() -> Path:
-    return paths.config_dir() / "channels.yaml"
+    return paths.config_file("channels.yaml")
 
 
 _cache: dict[str, Any] = {"key": None, "value": None}

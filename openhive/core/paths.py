@@ -8,32 +8,43 @@ from pathlib import Path
 from django.conf import settings
 
 
+@functools.lru_cache(maxsize=1024)
+def _joined(root: str, *parts: str) -> Path:
+    # Paths are immutable, and building one costs microseconds: every model call of a session
+    # asks for a few (its budget file, its team's directory), so each is built once.
+    return Path(root, *parts)
+
+
 def data_dir() -> Path:
-    return Path(settings.DATA_DIR)
+    return _joined(str(settings.DATA_DIR))
 
 
 def config_dir() -> Path:
-    return data_dir() / "config"
+    return _joined(str(settings.DATA_DIR), "config")
+
+
+def config_file(name: str) -> Path:
+    return _joined(str(settings.DATA_DIR), "config", name)
 
 
 def admin_rules_dir() -> Path:
-    return data_dir() / "rules"
+    return _joined(str(settings.DATA_DIR), "rules")
 
 
 def scripts_dir() -> Path:
-    return data_dir() / "scripts"
+    return _joined(str(settings.DATA_DIR), "scripts")
 
 
 def run_dir() -> Path:
-    return Path(settings.RUN_DIR)
+    return _joined(str(settings.RUN_DIR))
 
 
 def teams_dir() -> Path:
-    return run_dir() / "teams"
+    return _joined(str(settings.RUN_DIR), "teams")
 
 
 def team_dir(name: str) -> Path:
-    return teams_dir() / name
+    return _joined(str(settings.RUN_DIR), "teams", name)
 
 
 def team_file(name: str, filename: str) -> str:

@@ -65,7 +65,7 @@ class BudgetsFile(BaseModel):
 
 
 def budgets_file() -> Path:
-    return paths.config_dir() / "budgets.yaml"
+    return paths.config_file("budgets.yaml")
 
 
 _cache: dict[str, Any] = {"key": None, "parsed": None, "looked": None, "path": None}

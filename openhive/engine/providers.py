@@ -130,7 +130,7 @@ class ProviderProfile:
 
 
 def providers_file() -> Path:
-    return paths.config_dir() / "providers.yaml"
+    return paths.config_file("providers.yaml")
 
 
 _cache: dict[str, Any] = {"mtime": None, "parsed": None}

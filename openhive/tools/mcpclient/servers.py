@@ -52,7 +52,7 @@ class OperatorServers(BaseModel):
 
 
 def operator_file() -> Path:
-    return paths.config_dir() / "mcp_servers.yaml"
+    return paths.config_file("mcp_servers.yaml")
 
 
 _operator_cache: dict[Path, tuple[bytes, OperatorServers]] = {}
