@@ -62,6 +62,42 @@ def test_secret_shaped_strings_are_replaced_even_when_unknown(text, expected):
     assert Scrubber().text(text) == expected
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Letters that IGNORECASE matches but str.lower() writes differently (or not at all).
+        "ap\u0131_key=abcdefghij",  # dotless i
+        "AP\u0130-KEY: abcdefghij",  # dotted capital I, two characters once lowered
+        "to\u212aen=abcdefgh1",  # the Kelvin sign, a capital K to the regex
+        "BeArEr\tabcdefghijk",
+        "x" * 5000 + " token=abcdefgh1",
+    ],
+)
+def test_secret_shapes_in_unusual_letters_are_replaced_as_the_patterns_match_them(text):
+    expected = text
+    for pattern in scrubbing.PATTERNS:
+        expected = pattern.sub(scrubbing._redact_match, expected)
+    assert expected != text
+    assert Scrubber().text(text) == expected
+    assert Scrubber().data({"note": text}) == {"note": expected}
+
+
+def test_the_quick_check_never_skips_a_string_a_pattern_matches():
+    # Every pattern word, in every case and next to every character whose case-folding is odd,
+    # against the patterns themselves: the check may say "maybe" too often, never "no" wrongly.
+    odd = ["\u0130", "\u0131", "\u212a", "\u017f", "\u0307", "K", "k", "I", "_", "-", ""]
+    words = ["sk-" + "a" * 20, "bearer abcdefgh", "token=abcdefgh", "apikey=abcdefgh"]
+    words += ["api_key: abcdefgh", "api-key=abcdefgh"]
+    for word in words:
+        for variant in {word, word.upper(), word.title(), word.swapcase()}:
+            for i in range(len(variant) + 1):
+                for extra in odd:
+                    for text in (variant[:i] + extra + variant[i:], variant[:i] + extra):
+                        text = text.replace("i", extra) if extra in ("\u0130", "\u0131") else text
+                        if any(p.search(text) for p in scrubbing.PATTERNS):
+                            assert scrubbing._may_match_patterns(text, text.lower()), text
+
+
 def test_ordinary_text_is_left_alone():
     text = "The token bucket refills every 10 seconds; see the api key docs."
     assert Scrubber([SECRET]).text(text) == text
