@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
 from openhive.core.errors import NotFound
@@ -18,6 +19,39 @@ PENDING = Count("tasks", filter=Q(tasks__status="pending"))
 
 def team_count() -> int:
     return Team.objects.count()
+
+
+def team_ancestors(team: Team) -> list[Team]:
+    """Root first, parent last. One query however deep the team sits (following `parent` took
+    one per level, at every session start); a corrupted tree's cycle ends the chain."""
+    if team.parent_id is None:
+        return []
+    quote, meta = connection.ops.quote_name, Team._meta
+    fields = meta.concrete_fields
+    columns = ", ".join(f"t.{quote(f.column)}" for f in fields)
+    table, pk = quote(meta.db_table), quote(meta.pk.column)
+    parent = quote(meta.get_field("parent").column)
+    # UNION (not UNION ALL) drops a pair met again, so a cycle stops the recursion.
+    sql = (
+        f"WITH RECURSIVE up (id, parent_id) AS (SELECT {pk}, {parent} FROM {table} "
+        f"WHERE {pk} = %s UNION SELECT t.{pk}, t.{parent} FROM {table} t "
+        f"JOIN up ON t.{pk} = up.parent_id) "
+        f"SELECT {columns} FROM {table} t WHERE t.{pk} IN (SELECT id FROM up)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [team.parent_id])
+        rows = cursor.fetchall()
+    names = [f.attname for f in fields]
+    at = names.index(meta.pk.attname)
+    by_pk = {row[at]: Team.from_db(connection.alias, names, row) for row in rows}
+    chain: list[Team] = []
+    seen = {team.pk}
+    node = by_pk.get(team.parent_id)
+    while node is not None and node.pk not in seen:
+        chain.append(node)
+        seen.add(node.pk)
+        node = by_pk.get(node.parent_id)
+    return list(reversed(chain))
 
 
 def team_get(*, name: str) -> Team | None:

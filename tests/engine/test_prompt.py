@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from openhive.core import paths
+from teams.models import Team
 from teams.prompt import ancestors, build_system_prompt, load_rules
 from tests.factories import TeamFactory
 
@@ -148,9 +149,22 @@ def test_ancestors_run_root_first_and_survive_a_cycle(tree):
     main, ops, db = tree
     assert ancestors(db) == [main, ops]
     assert ancestors(main) == []
-    main.parent = db  # a corrupted tree (a cycle) must not loop forever
+    # A corrupted tree (a cycle, written past the services' checks) must not loop forever.
+    Team.objects.filter(pk=main.pk).update(parent=db)
     assert ancestors(db) == [main, ops]
     assert ancestors(ops) == [db, main]
+
+
+def test_ancestors_of_a_deep_team_take_one_query(tree, django_assert_num_queries):
+    db = tree[2]
+    deep = db
+    for i in range(6):
+        deep = TeamFactory(name=f"deep-{i}", parent=deep)
+    deep = Team.objects.get(pk=deep.pk)  # nothing of the chain loaded yet
+    with django_assert_num_queries(1):
+        chain = ancestors(deep)
+    assert [t.name for t in chain] == ["main", "ops", "ops-db", *(f"deep-{i}" for i in range(5))]
+    assert chain[1].description == "Operations"  # whole rows, not just names
 
 
 def test_cache_hint_marks_only_the_static_prefix(main_team):
