@@ -4,6 +4,7 @@ byte-stable static prefix (cacheable); the rest is the per-team dynamic suffix."
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from openhive.core.prompt_sections import PromptContext, prompt_section, registe
 from openhive.core.scrubbing import scrub
 
 from .models import MAIN_TEAM, Team, TeamMessage
+from .selectors import team_ancestors as ancestors
 from .subagents import RUN_SUBAGENT, Subagent
 
 
@@ -40,22 +42,22 @@ def load_rules(directory: Path) -> list[str]:
     return [p.read_text().strip() for p in sorted(directory.glob("*.md")) if p.is_file()]
 
 
+# The system rules ship with the code, so they are read once per process (every session start
+# read and globbed them again); the admin's and the teams' rules are read afresh each time.
+@functools.cache
+def _system_rules() -> list[str]:
+    return load_rules(paths.system_rules_dir())
+
+
+@functools.cache
+def _system_role(filename: str) -> str:
+    return (paths.system_rules_dir() / "roles" / filename).read_text().strip()
+
+
 def _section(header: str, rules: list[str]) -> str:
     if not rules:
         return ""
     return f"--- {header} ---\n\n" + "\n\n".join(rules)
-
-
-def ancestors(team: Team) -> list[Team]:
-    """Root first, parent last."""
-    chain: list[Team] = []
-    node = team.parent
-    seen = {team.pk}
-    while node is not None and node.pk not in seen:
-        chain.append(node)
-        seen.add(node.pk)
-        node = node.parent
-    return list(reversed(chain))
 
 
 def build_system_prompt(
@@ -71,7 +73,7 @@ def build_system_prompt(
     static = "\n\n".join(
         part
         for part in (
-            _section("System Rules", load_rules(paths.system_rules_dir())),
+            _section("System Rules", _system_rules()),
             _section("Organization Rules", load_rules(paths.admin_rules_dir())),
         )
         if part
@@ -85,7 +87,7 @@ def build_system_prompt(
         described = f" The team's description: {team.description}" if team.description else ""
     dynamic_parts = [
         identity + described,
-        (paths.system_rules_dir() / "roles" / role).read_text().strip(),
+        _system_role(role),
     ]
     if subagent is not None:
         dynamic_parts.append(_section(f"Subagent: {subagent.name}", [subagent.body]))
