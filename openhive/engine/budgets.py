@@ -52,10 +52,14 @@ class Budgets(BaseModel):
 
 
 class OrgBudget(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     daily_tokens: int | None = Field(default=None, ge=1)
     daily_usd: float | None = Field(default=None, gt=0)
+
+
+# Shared (frozen): every model call asks, and most deployments have no budgets file.
+NO_ORG_BUDGET = OrgBudget()
 
 
 class BudgetsFile(BaseModel):
@@ -79,13 +83,13 @@ def load_org_budget() -> OrgBudget:
     clock = _monotonic()
     looked = _cache["looked"]
     if looked is not None and _cache["path"] == path and clock - looked < LOOK_SECONDS:
-        return _cache["parsed"].org if _cache["key"] is not None else OrgBudget()
+        return _cache["parsed"].org if _cache["key"] is not None else NO_ORG_BUDGET
     _cache.update(looked=clock, path=path)
     try:
         key = (path, path.stat().st_mtime_ns)
     except FileNotFoundError:
         _cache.update(key=None, parsed=None)
-        return OrgBudget()
+        return NO_ORG_BUDGET
     if _cache["key"] != key:
         try:
             parsed = BudgetsFile.model_validate(yaml.safe_load(path.read_text()) or {})
