@@ -49,3 +49,42 @@ def test_a_teams_prompt_memory_is_its_own_and_matches_the_plain_query(main_team)
     assert [(m.pk, m.type_rank) for m in got] == [(m.pk, m.type_rank) for m in plain]
     assert [m.key for m in memory_injectable(team=web)] == ["web-only"]
     assert Memory.objects.count() == 4
+
+
+def _values(instance, extra=()) -> dict:
+    fields = {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
+    return {**fields, **{name: getattr(instance, name) for name in extra}}
+
+
+def test_rows_are_the_instances_the_orms_raw_query_makes(main_team):
+    """Every field as the ORM's own raw query converts it (aware datetimes, JSON, flags,
+    decimals), annotations as attributes, the instances saved-state and all."""
+    from tasks.models import Task
+    from tasks.services import task_enqueue
+
+    task_enqueue(team=main_team, text="one", options={"k": [1, "two", {"x": None}]})
+    task_enqueue(team=main_team, text="two", priority=Task.Priority.HIGH)
+    query = CompiledQuery(
+        lambda team_id: Task.objects.filter(team_id=team_id)
+        .select_related(None)
+        .extra(select={"doubled": "priority * 2"})
+        .order_by("pk")
+    )
+    sql, params = query.sql(team_id=main_team.pk)
+    ours = query.rows(Task, team_id=main_team.pk)
+    theirs = list(Task.objects.raw(sql, params))
+    assert len(ours) == 2
+    assert [_values(t, ["doubled"]) for t in ours] == [_values(t, ["doubled"]) for t in theirs]
+    assert ours[0].options == {"k": [1, "two", {"x": None}]}
+    assert ours[0].created_at.tzinfo is not None
+    assert not ours[0]._state.adding
+    ours[1].text = "changed"
+    ours[1].save(update_fields=["text"])
+    assert Task.objects.get(pk=ours[1].pk).text == "changed"
+
+
+def test_an_empty_answer_is_one_query(main_team, django_assert_num_queries):
+    query = CompiledQuery(lambda parent_id: Team.objects.filter(parent_id=parent_id))
+    query.rows(Team, parent_id=main_team.pk)  # compiled
+    with django_assert_num_queries(1):
+        assert query.rows(Team, parent_id=main_team.pk) == []
