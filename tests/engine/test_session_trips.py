@@ -109,11 +109,30 @@ def test_a_session_opens_in_one_round_trip(main_team, settings, sync):
         # BEGIN, the setting, the INSERT and COMMIT used to be four.
         assert len(sqls) == 1 and 'INSERT INTO "engine_session"' in sqls[0]
         assert sqls[0].startswith(NO_FLUSH_WAIT) is not sync
+    else:  # the INSERT reads its key back; save() compiled it through the ORM at every start
+        assert len(sqls) == 1 and "RETURNING" in sqls[0]
     stored = Session.objects.get(pk=session.pk)
     assert (stored.trace_id, stored.agent_name, stored.kind) == ("ab" * 16, "helper", "task")
     assert stored.spec_options == {"subagent": "helper", "note": 'é"\\'}
     assert stored.started_at == session.started_at and stored.finished_at is None
     assert not session._state.adding and session.team_id == main_team.pk
+
+
+def test_an_opened_session_row_is_the_one_save_would_write(main_team):
+    opened = Session.objects.get(pk=_open(main_team.pk).pk)
+    saved = Session(
+        team_id=main_team.pk,
+        kind=Session.Kind.TASK,
+        trace_id="ab" * 16,
+        spec_options={"subagent": "helper", "note": 'é"\\'},
+        agent_name="helper",
+    )
+    saved.save(force_insert=True)
+    saved = Session.objects.get(pk=saved.pk)
+    differ = {"id", "started_at"}
+    fields = [f.attname for f in Session._meta.concrete_fields if f.attname not in differ]
+    assert [getattr(opened, f) for f in fields] == [getattr(saved, f) for f in fields]
+    assert abs(opened.started_at - saved.started_at) < dt.timedelta(seconds=5)
 
 
 def _exchange(turn: int, **extra: object) -> dict:
