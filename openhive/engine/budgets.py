@@ -162,6 +162,7 @@ class BudgetGuard:
     def __init__(self, team: Budgets | None, scope: BudgetScope) -> None:
         self.team = team or Budgets()
         self.scope = scope
+        self._team_limited = self.team.any()
         # What other sessions spent, per scope, and when it was read: re-read every
         # BUDGET_REFRESH_SECONDS (and at midnight), so a step costs no query; this session's
         # own spend is added as it happens.
@@ -181,10 +182,13 @@ class BudgetGuard:
     def scopes(self, now: datetime) -> dict[str, tuple[Q, dict[str, float | None], str]]:
         """name → (which sessions count, {kind: limit}, how to say it); made again when the
         day or the org cap changes."""
+        org = load_org_budget()
+        if not self._team_limited and org.daily_tokens is None and org.daily_usd is None:
+            return {}  # no limit at all (most teams): no day to work out, no scope to make
         if self._today is None or not self._today[0] <= now < self._today[1]:
             start = day_start(now)
             self._today = (start, day_start(start + timedelta(hours=25)))
-        today, org = self._today[0], load_org_budget()
+        today = self._today[0]
         key = (today, org)
         if self._scopes is None or self._scopes[0] != key:
             self._scopes = (key, self._make_scopes(today, org))
