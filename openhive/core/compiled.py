@@ -38,15 +38,8 @@ class CompiledQuery:
         return sql, filled
 
     def rows(self, model: type[Model], **values: Any) -> list:
-        """Model instances (annotations included as attributes), as `Model.objects.raw` makes
-        them. Its set-up (the model's fields by column, the init order, a compiler) cost more
-        than the query on the usual empty answer, so an empty answer skips it."""
-        sql, params = self.sql(**values)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            found = cursor.fetchall()
-            columns = [d[0] for d in cursor.description] if found else []
-        return _instances(model, columns, found) if found else []
+        """Model instances (annotations included as attributes), as `raw_rows` makes them."""
+        return raw_rows(model, *self.sql(**values))
 
     def _compile(self, names: list[str]) -> tuple[str, tuple, dict[str, int]] | None:
         markers = {name: _MARKER_BASE - i for i, name in enumerate(names)}
@@ -65,6 +58,17 @@ class CompiledQuery:
         with self._lock:
             self._compiled[connection.vendor] = compiled
         return compiled
+
+
+def raw_rows(model: type[Model], sql: str, params: list | tuple) -> list:
+    """`list(model.objects.raw(sql, params))` for a query run on every session start or claim:
+    RawQuerySet's set-up (the model's fields by column, the init order, a compiler) cost more
+    than the query itself, and an empty answer skips it altogether here."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchall()
+        columns = [d[0] for d in cursor.description] if found else []
+    return _instances(model, columns, found) if found else []
 
 
 def _instances(model: type[Model], columns: list[str], rows: list[tuple]) -> list:

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from openhive.core.compiled import raw_rows
 from openhive.core.context import ToolContext
 from openhive.core.db import reconnecting
 from openhive.core.errors import Conflict
@@ -53,8 +54,8 @@ def _enter_section(team_id: int, *, skip_locked: bool) -> Team | None:
     if _is_postgres():
         lock = " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
     table = connection.ops.quote_name(Team._meta.db_table)
-    return next(iter(Team.objects.raw(f"SELECT * FROM {table} WHERE id = %s{lock}", [team_id])),
-                None)  # fmt: skip
+    found = raw_rows(Team, f"SELECT * FROM {table} WHERE id = %s{lock}", [team_id])
+    return found[0] if found else None
 
 
 def _org_op_and_running(team_id: int, now: datetime) -> tuple[bool, int]:
@@ -124,7 +125,7 @@ def task_claim_next(
                   team_id, at, team_id, cap, team_id, at]  # fmt: skip
         if task_id is not None:
             params.append(task_id)
-        claimed = list(Task.objects.raw(_claim_statement(exact=task_id is not None), params))
+        claimed = raw_rows(Task, _claim_statement(exact=task_id is not None), params)
     if not claimed:
         return None
     task = claimed[0]

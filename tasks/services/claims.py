@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from openhive.core.compiled import raw_rows
 from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
 from openhive.engine import stopping
 from teams.models import Team
@@ -186,25 +187,24 @@ def _claim_sqlite(
     if not picked:
         return []
     # The claiming UPDATE reads the claimed rows back, as PostgreSQL's does.
-    claimed = list(
-        Task.objects.raw(
-            f"""
+    claimed = raw_rows(
+        Task,
+        f"""
             UPDATE {task_table}
                SET status = 'running', lease_owner = %s, lease_expires_at = %s,
                    started_at = %s, attempts = attempts + 1
              WHERE status = 'pending' AND id IN ({", ".join("%s" for _ in picked)})
             RETURNING *, {may_resume(task_table)}
             """,
-            [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at, *picked],
-        )
+        [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at, *picked],
     )
     if not claimed:
         return []
     ids = sorted({task.team_id for task in claimed})
     teams_by_id = {
         team.pk: team
-        for team in Team.objects.raw(
-            f"SELECT * FROM {team_table} WHERE id IN ({', '.join('%s' for _ in ids)})", ids
+        for team in raw_rows(
+            Team, f"SELECT * FROM {team_table} WHERE id IN ({', '.join('%s' for _ in ids)})", ids
         )
     }
     for task in claimed:
@@ -237,7 +237,8 @@ def _claim_postgres(
     # teams to the other workers.
     locked = {
         team.pk: team
-        for team in Team.objects.raw(
+        for team in raw_rows(
+            Team,
             f"""
             SELECT t.*, c.cap AS claim_cap
               FROM {team_table} t
@@ -256,9 +257,9 @@ def _claim_postgres(
         return []
     # Read once the teams are held: claim times are then in claim order within a team.
     now = timezone.now()
-    claimed = list(
-        Task.objects.raw(
-            f"""
+    claimed = raw_rows(
+        Task,
+        f"""
             WITH free AS (
                 SELECT c.team_id,
                        c.cap - (SELECT count(*) FROM {task_table} r
@@ -288,17 +289,16 @@ def _claim_postgres(
              WHERE q.id = pick.id AND q.status = 'pending'
             RETURNING q.*, {may_resume("q")}
             {"; COMMIT" if commit else ""}""",
-            [
-                list(locked),
-                [team.claim_cap for team in locked.values()],
-                now,
-                now,
-                limit,
-                worker,
-                lease_until(now),
-                now,
-            ],
-        )
+        [
+            list(locked),
+            [team.claim_cap for team in locked.values()],
+            now,
+            now,
+            limit,
+            worker,
+            lease_until(now),
+            now,
+        ],
     )
     for task in claimed:
         task.team = locked[task.team_id]
