@@ -14,7 +14,7 @@ from openhive.engine.providers import resolve_profile
 from openhive.engine.session import run_session
 from openhive.engine.spec import AgentSpec, EventSink, Resume, SessionOutcome, SessionRequest
 
-from .config import load_team_config
+from .config import read_team_config
 from .models import MAIN_TEAM, Team
 from .prompt import ACTIVE_SUBAGENT, INBOX, SUBAGENTS, TOOL_NAMES, build_system_prompt
 from .services import teammessages_take_unread
@@ -51,7 +51,7 @@ def agent_spec_for(
     orchestrator or a trigger starts): its identity replaces the orchestrator's role, its tools
     are the team's allowlist narrowed by the subagent's `tools`, its profile its own if it
     names one. The inbox stays with the orchestrator."""
-    config = load_team_config(team.name)
+    config = read_team_config(team.name)  # shared: only read here
     active = load_subagent(team.name, subagent) if subagent else None
     profile = resolve_profile(
         active.provider_profile if active and active.provider_profile else config.provider_profile
