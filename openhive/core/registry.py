@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import threading
 import weakref
@@ -87,7 +88,17 @@ def all_tools() -> list[ToolSpec]:
 
 def is_allowed(name: str, patterns: Iterable[str]) -> bool:
     """Deny by default: allowed only if a case-sensitive glob matches (`*` allows all)."""
-    return any(fnmatchcase(name, pattern) for pattern in patterns)
+    return any(_matcher(pattern)(name) for pattern in patterns)
+
+
+@functools.lru_cache(maxsize=1024)
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    # Most allowlists name their tools outright: a name without a glob character matches only
+    # itself, which an equality settles faster than fnmatch's regex (every session start
+    # tests every registered tool against the list, every tool call its own name).
+    if not any(c in pattern for c in "*?["):
+        return pattern.__eq__
+    return lambda name: fnmatchcase(name, pattern)
 
 
 def tools_for(

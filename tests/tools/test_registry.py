@@ -245,6 +245,16 @@ def test_exact_name_allows_only_that_tool():
     assert [s.name for s in tools_for(["list_teams"])] == ["list_teams"]
 
 
+def test_plain_and_glob_patterns_agree_with_fnmatch_on_every_tool():
+    from fnmatch import fnmatchcase
+
+    names = [spec.name for spec in registry.all_tools()] + ["list_teams ", " list_teams", ""]
+    patterns = ["list_teams", "list_team", "list_?eams", "list_[st]eams", "[!x]*", "*", ""]
+    for pattern in patterns:
+        for name in names:
+            assert is_allowed(name, [pattern]) is fnmatchcase(name, pattern), (pattern, name)
+
+
 def test_globs_are_case_sensitive():
     assert not is_allowed("spawn_team", ["Spawn_team"])
     assert not is_allowed("spawn_team", ["SPAWN_*"])
