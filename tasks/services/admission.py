@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from openhive.core.compiled import raw_rows
 from openhive.core.context import ToolContext
-from openhive.core.db import reconnecting
+from openhive.core.db import reconnecting, statements_in_one_query
 from openhive.core.errors import Conflict
 from teams.models import Team
 
@@ -45,16 +45,17 @@ def team_critical_section(team_id: int, *, skip_locked: bool) -> Iterator[bool]:
         yield _enter_section(team_id, skip_locked=skip_locked) is not None
 
 
-def _enter_section(team_id: int, *, skip_locked: bool) -> Team | None:
+def _enter_section(team_id: int, *, skip_locked: bool, begin: str = "") -> Team | None:
     """Inside a transaction: the team's row, locked on PostgreSQL (None when the team is gone,
     or held by another process and `skip_locked`). SQLite's transaction is IMMEDIATE
     (settings): it holds the database write lock from BEGIN, so the counts and the claim that
-    follow act on the latest state, one process at a time."""
+    follow act on the latest state, one process at a time. `begin`: a statement sent first in
+    the same query (the transaction's BEGIN)."""
     lock = ""
     if _is_postgres():
         lock = " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
     table = connection.ops.quote_name(Team._meta.db_table)
-    found = raw_rows(Team, f"SELECT * FROM {table} WHERE id = %s{lock}", [team_id])
+    found = raw_rows(Team, f"{begin}SELECT * FROM {table} WHERE id = %s{lock}", [team_id])
     return found[0] if found else None
 
 
@@ -115,23 +116,63 @@ def task_claim_next(
     mutex; else None (the task waits). The task comes with its team; like a batch claim's, it
     carries when its claim proved it held (`claims.held_since_now`)."""
     cap = team_cap(team_name)
-    with transaction.atomic():
-        team = _enter_section(team_id, skip_locked=skip_locked)
-        if team is None:
+    if statements_in_one_query() and not connection.in_atomic_block:
+        claimed = _claim_in_two_trips(team_id, worker, cap, task_id, skip_locked=skip_locked)
+        if claimed is None:
             return None
-        now = timezone.now()  # read inside the section: claim times are ordered per team
-        at = connection.ops.adapt_datetimefield_value(now)
-        params = [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at,
-                  team_id, at, team_id, cap, team_id, at]  # fmt: skip
-        if task_id is not None:
-            params.append(task_id)
-        claimed = raw_rows(Task, _claim_statement(exact=task_id is not None), params)
+        team, claimed = claimed
+    else:
+        with transaction.atomic():
+            team = _enter_section(team_id, skip_locked=skip_locked)
+            if team is None:
+                return None
+            claimed = raw_rows(Task, *_claim(team_id, worker, cap, task_id))
     if not claimed:
         return None
     task = claimed[0]
     task.team = team
     task.claim_may_resume = bool(task.claim_may_resume)
     return held_since_now([task])[0]
+
+
+def _claim(team_id: int, worker: str, cap: int, task_id: int | None) -> tuple[str, list]:
+    """The claiming UPDATE and its parameters; made inside the team's section, so that the
+    claim times it writes are ordered per team."""
+    now = timezone.now()
+    at = connection.ops.adapt_datetimefield_value(now)
+    params = [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at,
+              team_id, at, team_id, cap, team_id, at]  # fmt: skip
+    if task_id is not None:
+        params.append(task_id)
+    return _claim_statement(exact=task_id is not None), params
+
+
+def _claim_in_two_trips(
+    team_id: int, worker: str, cap: int, task_id: int | None, *, skip_locked: bool
+) -> tuple[Team, list[Task]] | None:
+    """PostgreSQL: the same transaction, its BEGIN sent with the team's lock and its COMMIT
+    with the claiming UPDATE, in two round trips where Django's transaction took four. The
+    UPDATE is still a statement of its own after the lock: it sees every claim committed
+    before the lock was granted. None when the team is gone or (`skip_locked`) held."""
+    try:
+        team = _enter_section(team_id, skip_locked=skip_locked, begin="BEGIN; ")
+        if team is None:
+            _send("COMMIT")
+            return None
+        sql, params = _claim(team_id, worker, cap, task_id)
+        return team, raw_rows(Task, f"{sql}; COMMIT", params)
+    except BaseException:
+        # Never leave the connection inside the transaction: Django takes it for autocommit.
+        try:
+            _send("ROLLBACK")
+        except BaseException:
+            connection.close()
+        raise
+
+
+def _send(statement: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(statement)
 
 
 def task_admit_running(

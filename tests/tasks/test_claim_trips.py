@@ -1,7 +1,8 @@
-"""A pull worker's claim in three round trips on PostgreSQL, and what it proves saves queries
-of the task's start: the task is held (the session's first cancel check, when it comes within
-CANCEL_FRESH_SECONDS and no stop was asked since, is the claim's), and whether it has a question
-to resume (on both databases, and for one named task's claim as for a batch)."""
+"""A pull worker's claim in three round trips on PostgreSQL and a named task's in two, and what
+a claim proves saves queries of the task's start: the task is held (the session's first cancel
+check, when it comes within CANCEL_FRESH_SECONDS and no stop was asked since, is the claim's),
+and whether it has a question to resume (on both databases, and for one named task's claim as
+for a batch)."""
 
 from __future__ import annotations
 
@@ -149,3 +150,48 @@ def test_a_claim_that_fails_midway_rolls_back(teams, postgres_only, monkeypatch)
     assert _idle() and committed_status(task.pk) == "pending"
     monkeypatch.undo()
     assert [t.pk for t in task_claim_batch(worker="w2", limit=1)] == [task.pk]
+
+
+def test_a_named_claim_is_two_round_trips(teams, postgres_only):
+    task = task_enqueue(team=teams[0], text="go")
+    with CaptureQueriesContext(connection) as captured:
+        claimed = task_claim_next(
+            team_id=teams[0].pk, team_name=teams[0].name, worker="w1", task_id=task.pk
+        )
+    sqls = [q["sql"].strip() for q in captured.captured_queries]
+    # BEGIN with the team's lock, the claim with its COMMIT (was BEGIN, lock, claim, COMMIT).
+    assert len(sqls) == 2 and sqls[0].startswith("BEGIN; ") and sqls[1].endswith("; COMMIT")
+    assert (claimed.pk, claimed.team, claimed.lease_owner) == (task.pk, teams[0], "w1") and _idle()
+    assert committed_status(task.pk) == "running"
+
+
+def test_a_named_claim_of_a_team_locked_elsewhere_skips_it_and_leaves_no_transaction(
+    teams, postgres_only
+):
+    import psycopg
+
+    task = task_enqueue(team=teams[0], text="go")
+    params = connection.get_connection_params()
+    with psycopg.connect(**params) as other, other.transaction():
+        other.execute("SELECT 1 FROM teams_team WHERE id = %s FOR UPDATE", [teams[0].pk])
+        claim = functools.partial(
+            task_claim_next, team_id=teams[0].pk, team_name=teams[0].name, task_id=task.pk
+        )
+        assert claim(worker="w1", skip_locked=True) is None
+        assert _idle() and committed_status(task.pk) == "pending"
+    assert claim(worker="w1", skip_locked=True).pk == task.pk  # the lock is gone
+
+
+def test_a_named_claim_that_fails_midway_rolls_back(teams, postgres_only, monkeypatch):
+    from tasks.services import admission
+
+    task = task_enqueue(team=teams[0], text="go")
+    claim = functools.partial(
+        task_claim_next, team_id=teams[0].pk, team_name=teams[0].name, task_id=task.pk
+    )
+    monkeypatch.setattr(admission, "lease_until", lambda now: 1 / 0)  # with the team locked
+    with pytest.raises(ZeroDivisionError):
+        claim(worker="w1")
+    assert _idle() and committed_status(task.pk) == "pending"
+    monkeypatch.undo()
+    assert claim(worker="w2").lease_owner == "w2"
