@@ -80,11 +80,11 @@ def session_open(
     # INSERT and COMMIT).
     one_query = _may_skip_flush_wait() and statements_in_one_query()
     if not (one_query and insert_after(NO_FLUSH_WAIT, session)):
-        _insert_returning(session)
+        insert_returning(session)
     return session
 
 
-def _insert_returning(instance: models.Model) -> None:
+def insert_returning(instance: models.Model) -> None:
     """`save(force_insert=True)` by the statement a step's rows are written with, the new key
     read back (RETURNING): save()'s own machinery cost more than the INSERT on SQLite. A model
     with save signal receivers (which only save() calls) is saved."""

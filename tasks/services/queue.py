@@ -21,7 +21,7 @@ from openhive.core.scrubbing import scrub
 from openhive.engine import stopping
 from openhive.engine.lineage import current_origin
 from openhive.engine.models import Session
-from openhive.engine.services import sessions_close_abandoned
+from openhive.engine.services import insert_returning, sessions_close_abandoned
 from teams.services import team_mark_bootstrapped
 
 from ..models import Task, UserQuestion
@@ -85,7 +85,7 @@ def task_enqueue(
     # In a caller's transaction, a savepoint: a failed INSERT leaves the caller's usable.
     with transaction.atomic():
         wake_workers()
-        task.save(force_insert=True)
+        insert_returning(task)
     return task
 
 

@@ -86,3 +86,31 @@ def test_a_save_receiver_of_tasks_still_hears_every_enqueue(teams, listener):
         post_save.disconnect(dispatch_uid="test-enqueue-receiver", sender=Task)
     assert saved == [task.pk]
     assert heard(listener, 5) == [CHANNEL]
+
+
+def test_an_enqueued_row_is_the_one_save_would_write_and_receivers_still_hear_it(teams):
+    # Without a receiver the row goes in by a plain INSERT (one query on PostgreSQL, RETURNING
+    # its key on SQLite), not save(): it must be the same row, and a receiver must still hear.
+    from django.db.models.signals import post_save
+
+    queued = Task.objects.get(pk=task_enqueue(team=teams[0], text="same", priority=1).pk)
+    saved = Task(team=teams[0], text="same", priority=1, options={})
+    saved.save(force_insert=True)
+    saved = Task.objects.get(pk=saved.pk)
+    differ = {"id", "created_at"}
+    fields = [f.attname for f in Task._meta.concrete_fields if f.attname not in differ]
+    assert [getattr(queued, f) for f in fields] == [getattr(saved, f) for f in fields]
+    assert queued.created_at is not None
+
+    heard_saves: list[int] = []
+    post_save.connect(
+        lambda sender, instance, **kw: heard_saves.append(instance.pk),
+        sender=Task,
+        dispatch_uid="test-enqueue-row",
+        weak=False,
+    )
+    try:
+        task = task_enqueue(team=teams[0], text="heard")
+    finally:
+        post_save.disconnect(dispatch_uid="test-enqueue-row", sender=Task)
+    assert heard_saves == [task.pk]
