@@ -30,7 +30,7 @@ from teams.models import Team
 from ..models import OrgOpLock, Task
 from ..selectors import team_cap
 from ..timing import lease_until
-from .claims import held_since_now, may_resume
+from .claims import held_since_now, may_resume, rolled_back_on_error, send
 
 
 def _is_postgres() -> bool:
@@ -154,25 +154,13 @@ def _claim_in_two_trips(
     with the claiming UPDATE, in two round trips where Django's transaction took four. The
     UPDATE is still a statement of its own after the lock: it sees every claim committed
     before the lock was granted. None when the team is gone or (`skip_locked`) held."""
-    try:
+    with rolled_back_on_error():
         team = _enter_section(team_id, skip_locked=skip_locked, begin="BEGIN; ")
         if team is None:
-            _send("COMMIT")
+            send("COMMIT")
             return None
         sql, params = _claim(team_id, worker, cap, task_id)
         return team, raw_rows(Task, f"{sql}; COMMIT", params)
-    except BaseException:
-        # Never leave the connection inside the transaction: Django takes it for autocommit.
-        try:
-            _send("ROLLBACK")
-        except BaseException:
-            connection.close()
-        raise
-
-
-def _send(statement: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(statement)
 
 
 def task_admit_running(

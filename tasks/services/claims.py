@@ -18,11 +18,12 @@ The end of a claimed task (`end_held`) is one UPDATE too, conditional on the lea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 from django.conf import settings
@@ -124,22 +125,30 @@ def _claim_postgres_in_three_trips(*, worker: str, limit: int) -> list[Task]:
     transaction took five (BEGIN and COMMIT each one of their own). The candidates are read
     inside the transaction, as hints still (each statement sees what is committed when it
     starts, and none locks). With no candidate, the empty transaction costs a COMMIT more."""
-    try:
+    with rolled_back_on_error():
         teams = _candidate_teams(timezone.now(), then="; BEGIN")
         claimed = _claim_postgres(teams, worker=worker, limit=limit, commit=True) if teams else []
         if not teams:
-            _send("COMMIT")
+            send("COMMIT")
         return claimed
+
+
+@contextlib.contextmanager
+def rolled_back_on_error() -> Iterator[None]:
+    """Around a transaction whose BEGIN and COMMIT travel inside our own queries: on any error
+    a ROLLBACK (or, failing that, a closed connection). Never leave the connection inside the
+    transaction: Django takes it for autocommit."""
+    try:
+        yield
     except BaseException:
-        # Never leave the connection inside the transaction: Django takes it for autocommit.
         try:
-            _send("ROLLBACK")
+            send("ROLLBACK")
         except BaseException:
             connection.close()
         raise
 
 
-def _send(statement: str) -> None:
+def send(statement: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute(statement)
 
@@ -253,7 +262,7 @@ def _claim_postgres(
     }
     if not locked:
         if commit:
-            _send("COMMIT")
+            send("COMMIT")
         return []
     # Read once the teams are held: claim times are then in claim order within a team.
     now = timezone.now()
