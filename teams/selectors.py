@@ -7,6 +7,7 @@ import re
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
+from openhive.core.compiled import raw_rows
 from openhive.core.errors import NotFound
 
 from .models import TEAM_NAME_PATTERN, Team
@@ -27,8 +28,6 @@ def team_ancestors(team: Team) -> list[Team]:
     if team.parent_id is None:
         return []
     quote, meta = connection.ops.quote_name, Team._meta
-    fields = meta.concrete_fields
-    columns = ", ".join(f"t.{quote(f.column)}" for f in fields)
     table, pk = quote(meta.db_table), quote(meta.pk.column)
     parent = quote(meta.get_field("parent").column)
     # UNION (not UNION ALL) drops a pair met again, so a cycle stops the recursion.
@@ -36,14 +35,9 @@ def team_ancestors(team: Team) -> list[Team]:
         f"WITH RECURSIVE up (id, parent_id) AS (SELECT {pk}, {parent} FROM {table} "
         f"WHERE {pk} = %s UNION SELECT t.{pk}, t.{parent} FROM {table} t "
         f"JOIN up ON t.{pk} = up.parent_id) "
-        f"SELECT {columns} FROM {table} t WHERE t.{pk} IN (SELECT id FROM up)"
+        f"SELECT t.* FROM {table} t WHERE t.{pk} IN (SELECT id FROM up)"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [team.parent_id])
-        rows = cursor.fetchall()
-    names = [f.attname for f in fields]
-    at = names.index(meta.pk.attname)
-    by_pk = {row[at]: Team.from_db(connection.alias, names, row) for row in rows}
+    by_pk = {node.pk: node for node in raw_rows(Team, sql, [team.parent_id])}
     chain: list[Team] = []
     seen = {team.pk}
     node = by_pk.get(team.parent_id)

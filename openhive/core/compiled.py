@@ -82,12 +82,11 @@ def _instances(model: type[Model], columns: list[str], rows: list[tuple]) -> lis
     at = {column: i for i, column in enumerate(columns)}
     fields = [f for f in model._meta.concrete_fields if f.column in at]
     if model._meta.pk not in fields:
-        raise ValueError(f"a compiled query of {model.__name__} must select its primary key")
+        raise ValueError(f"a raw query of {model.__name__} must select its primary key")
     names = [f.attname for f in fields]
     positions = [at[f.column] for f in fields]
-    own = {f.column for f in fields}
-    extra = [(column, i) for column, i in at.items() if column not in own]
     by_position = {at[f.column]: f for f in fields}
+    extra = [(column, i) for column, i in at.items() if i not in by_position]
     compiler = connection.ops.compiler("SQLCompiler")(None, connection, connection.alias)
     cols = [
         by_position[i].get_col(model._meta.db_table) if i in by_position else None

@@ -164,7 +164,9 @@ def test_ancestors_of_a_deep_team_take_one_query(tree, django_assert_num_queries
     with django_assert_num_queries(1):
         chain = ancestors(deep)
     assert [t.name for t in chain] == ["main", "ops", "ops-db", *(f"deep-{i}" for i in range(5))]
-    assert chain[1].description == "Operations"  # whole rows, not just names
+    # Whole rows, each value as the ORM reads it (a datetime, not the text SQLite stores).
+    assert chain[1].description == "Operations"
+    assert chain[1].created_at == Team.objects.get(name="ops").created_at
 
 
 def test_cache_hint_marks_only_the_static_prefix(main_team):
