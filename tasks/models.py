@@ -31,7 +31,11 @@ class Task(models.Model):
         WAITING_FOR_USER = "waiting_for_user"
         WAITING_FOR_APPROVAL = "waiting_for_approval"
 
-    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="tasks")
+    # No index of its own: `task_team_status_idx` starts with the team, and every index is one
+    # more write at each of a task's three status changes.
+    team = models.ForeignKey(
+        "teams.Team", on_delete=models.CASCADE, related_name="tasks", db_index=False
+    )
     type = models.CharField(max_length=16, choices=Type.choices, default=Type.DELEGATE)
     priority = models.PositiveSmallIntegerField(choices=Priority.choices, default=Priority.NORMAL)
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.PENDING)
@@ -67,6 +71,14 @@ class Task(models.Model):
             models.Index(
                 fields=["priority", "created_at", "id"],
                 name="task_pending_claim_idx",
+                condition=models.Q(status="pending"),
+            ),
+            # A team's best pending tasks, read in order (the claim's pick): without it the
+            # claim read every pending task of the team and sorted them, so claims slowed
+            # down as a team's queue grew.
+            models.Index(
+                fields=["team", "priority", "created_at", "id"],
+                name="task_team_pending_idx",
                 condition=models.Q(status="pending"),
             ),
             models.Index(fields=["team", "status"], name="task_team_status_idx"),

@@ -66,13 +66,17 @@ def raw_rows(model: type[Model], sql: str, params: list | tuple) -> list:
     than the query itself, and an empty answer skips it altogether here."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        # A query of several statements (PostgreSQL) answers with its first result: skip
-        # those without rows to read (a BEGIN sent first).
-        while cursor.description is None and getattr(cursor, "nextset", None) and cursor.nextset():
-            pass
+        to_rows(cursor)
         found = cursor.fetchall()
         columns = [d[0] for d in cursor.description] if found else []
     return _instances(model, columns, found) if found else []
+
+
+def to_rows(cursor: Any) -> None:
+    """A query of several statements (PostgreSQL) answers with its first result: move on past
+    those without rows to read (a BEGIN or a SET sent first)."""
+    while cursor.description is None and getattr(cursor, "nextset", None) and cursor.nextset():
+        pass
 
 
 def _instances(model: type[Model], columns: list[str], rows: list[tuple]) -> list:

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from openhive.core.compiled import raw_rows
+from openhive.core.compiled import raw_rows, to_rows
 from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
 from openhive.engine import stopping
 from teams.models import Team
@@ -42,6 +42,14 @@ from ..timing import lease_until
 # How many of the most urgent pending tasks name the teams a claim considers: teams whose work
 # is further down wait until the head of the queue moves.
 CANDIDATE_WINDOW = 200
+
+
+# The claim reads the head of the queue in index order and stops at CANDIDATE_WINDOW rows. Its
+# plan must not depend on the table's statistics: after a burst of enqueues, until autovacuum
+# analyzes the table, the planner believes a handful of tasks are pending and fetches them all
+# by bitmap to sort them -- every pending task, at every claim (measured: 2-11 ms a claim with
+# 20,000 queued, against 0.2 ms in index order). Set for the claim's transaction only.
+IN_INDEX_ORDER = "SET LOCAL enable_bitmapscan = off"
 
 
 def batch_owner() -> str:
@@ -60,16 +68,16 @@ def _tables() -> tuple[str, str, str]:
     )
 
 
-def _candidate_teams(now: datetime, then: str = "") -> list[tuple[int, int, int]]:
+def _candidate_teams(now: datetime, before: str = "") -> list[tuple[int, int, int]]:
     """(team id, cap, free slots) of the teams owning the head of the queue, most urgent
     first, in one query; teams that are full or under an org-op are left out. Outside a
     lock these are hints (PostgreSQL looks again under the lock); inside SQLite's write
-    lock they are the truth. `then`: a statement sent in the same query, after it."""
+    lock they are the truth. `before`: statements sent in the same query, ahead of it."""
     task_table, team_table, lock_table = _tables()
     at = connection.ops.adapt_datetimefield_value(now)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
+            f"""{before}
             SELECT h.team_id, tm.name,
                    (SELECT count(*) FROM {task_table} r
                      WHERE r.team_id = h.team_id AND r.status = 'running'),
@@ -84,10 +92,10 @@ def _candidate_teams(now: datetime, then: str = "") -> list[tuple[int, int, int]
                              LIMIT {CANDIDATE_WINDOW}) head
                      GROUP BY team_id) h
               JOIN {team_table} tm ON tm.id = h.team_id
-             ORDER BY h.best
-            {then}""",
+             ORDER BY h.best""",
             [at, at],
         )
+        to_rows(cursor)
         rows = cursor.fetchall()
     teams = []
     for team_id, name, running, held in rows:
@@ -126,7 +134,7 @@ def _claim_postgres_in_three_trips(*, worker: str, limit: int) -> list[Task]:
     inside the transaction, as hints still (each statement sees what is committed when it
     starts, and none locks). With no candidate, the empty transaction costs a COMMIT more."""
     with rolled_back_on_error():
-        teams = _candidate_teams(timezone.now(), then="; BEGIN")
+        teams = _candidate_teams(timezone.now(), before=f"BEGIN; {IN_INDEX_ORDER};")
         claimed = _claim_postgres(teams, worker=worker, limit=limit, commit=True) if teams else []
         if not teams:
             send("COMMIT")

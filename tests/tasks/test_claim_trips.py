@@ -130,7 +130,7 @@ def test_a_claim_is_three_round_trips(teams, postgres_only):
         [claimed] = task_claim_batch(worker="w1", limit=1)
     sqls = [q["sql"].strip() for q in captured.captured_queries]
     # Its BEGIN with the candidates, the teams' lock, its COMMIT with the claim (was five).
-    assert len(sqls) == 3 and sqls[0].endswith("; BEGIN") and sqls[2].endswith("; COMMIT")
+    assert len(sqls) == 3 and sqls[0].startswith("BEGIN;") and sqls[2].endswith("; COMMIT")
     assert claimed.pk == task.pk and claimed.team == teams[0] and _idle()
     assert committed_status(task.pk) == "running"
 

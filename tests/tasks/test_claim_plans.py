@@ -1,0 +1,69 @@
+"""A claim reads only the head of the queue, however deep the queue and however stale the
+table's statistics (PostgreSQL): the candidates in the order of the pending index, each team's
+best tasks from the team's own pending index. Before, a burst of enqueues made every claim
+fetch and sort every pending task, and claims slowed down as the queue grew."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from tasks.models import Task
+from tasks.services import task_claim_next
+from tasks.services.claims import IN_INDEX_ORDER, task_claim_batch
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def burst(teams):
+    """The table analyzed while its queue was nearly empty, then a burst of 6,000 pending
+    tasks: the statistics say a handful are pending."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's planner")
+    Task.objects.bulk_create(
+        [Task(team=teams[i % 3], text=f"old{i}", status=Task.Status.DONE) for i in range(2000)]
+        + [Task(team=teams[i % 3], text=f"p{i}", priority=4) for i in range(10)]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM ANALYZE {Task._meta.db_table}")
+    Task.objects.bulk_create(
+        [Task(team=teams[i % 3], text=f"t{i}", priority=i % 5) for i in range(6000)],
+        batch_size=2000,
+    )
+    return teams
+
+
+def _plan(sql: str, *, setting: str = "") -> str:
+    with transaction.atomic(), connection.cursor() as cursor:
+        if setting:
+            cursor.execute(setting)
+        cursor.execute(f"EXPLAIN {sql}")
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_a_claim_reads_the_candidates_in_index_order_after_a_burst(burst):
+    with CaptureQueriesContext(connection) as captured:
+        claimed = task_claim_batch(worker="w1", limit=2)
+    first = captured.captured_queries[0]["sql"]
+    prefix = f"BEGIN; {IN_INDEX_ORDER};"
+    assert first.startswith(prefix)  # the setting holds for the claim's transaction only
+    plan = _plan(first[len(prefix) :], setting=IN_INDEX_ORDER)
+    assert "Index Scan using task_pending_claim_idx" in plan and "Bitmap" not in plan, plan
+    # the most urgent first: priority 0 of the first teams
+    assert [t.priority for t in claimed] == [0, 0]
+
+
+def test_a_teams_best_pending_task_comes_from_its_own_index(burst):
+    with CaptureQueriesContext(connection) as captured:
+        claimed = task_claim_next(team_id=burst[1].pk, team_name=burst[1].name, worker="w2")
+    update = captured.captured_queries[-1]["sql"].removesuffix("; COMMIT")
+    plan = _plan(update)
+    assert "task_team_pending_idx" in plan, plan
+    assert claimed is not None
+    rest = Task.objects.filter(team=burst[1], status=Task.Status.PENDING)
+    assert all(
+        (t.priority, t.created_at, t.pk) > (claimed.priority, claimed.created_at, claimed.pk)
+        for t in rest
+    )
