@@ -17,7 +17,9 @@ only SQLite. Figures:
   4. sessions (with --sessions N): the real `manage.py openhive worker` running a scripted
      one-turn session per task;
   5. enqueue -> session start p50/p99 with idle `openhive worker`s (goal p50 <= 20 ms).
-Throughput is tasks / (last finish - first start), so process start-up is not counted.
+Throughput is tasks / (last finish - first start), so process start-up is not counted. Every
+task is queued before the workers start, so --tasks is also the depth of the queue the claims
+read: `--tasks 20000` checks that a claim does not slow down as the queue grows.
 """
 
 from __future__ import annotations
