@@ -293,7 +293,7 @@ def _claim_postgres(
                         WHERE t.team_id = f.team_id AND t.status = 'pending'
                           AND (t.run_after IS NULL OR t.run_after <= %s)
                         ORDER BY t.priority, t.created_at, t.id
-                        LIMIT greatest(f.slots, 0)
+                        LIMIT least(greatest(f.slots, 0), %s)
                           FOR UPDATE OF t SKIP LOCKED
                        ) p
                  ORDER BY p.priority, p.created_at, p.id
@@ -311,6 +311,10 @@ def _claim_postgres(
             [team.claim_cap for team in locked.values()],
             now,
             now,
+            # No team gives more than the batch takes: each row picked here is locked, and a
+            # team with 100 free slots had 100 rows locked (and their locks WAL-logged) for
+            # a batch of 8.
+            limit,
             limit,
             worker,
             lease_until(now),

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from tasks.models import Task
 from tasks.services import task_claim_next
 from tasks.services.claims import IN_INDEX_ORDER, task_claim_batch
+from tests.factories import set_cap
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,3 +68,26 @@ def test_a_teams_best_pending_task_comes_from_its_own_index(burst):
         (t.priority, t.created_at, t.pk) > (claimed.priority, claimed.created_at, claimed.pk)
         for t in rest
     )
+
+
+def test_a_batch_claim_locks_no_more_of_a_teams_tasks_than_the_batch_takes(burst):
+    """Each team's pick locks the rows it reads: with 100 free slots a team had up to 100 of
+    its tasks locked (each lock a write) for a batch of 2."""
+    for team in burst:
+        set_cap(team.name, 100)
+    with CaptureQueriesContext(connection) as captured:
+        assert len(task_claim_batch(worker="w1", limit=2)) == 2
+    update = captured.captured_queries[-1]["sql"].removesuffix("; COMMIT")
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {update}")
+        plan = cursor.fetchone()[0]
+        transaction.set_rollback(True)
+    locks = list(_nodes(plan[0]["Plan"], "LockRows"))
+    assert locks and all(node["Actual Rows"] <= 2 for node in locks), locks
+
+
+def _nodes(node: dict, kind: str):
+    if node.get("Node Type") == kind:
+        yield node
+    for child in node.get("Plans", ()):
+        yield from _nodes(child, kind)
