@@ -48,7 +48,9 @@ CANDIDATE_WINDOW = 200
 # plan must not depend on the table's statistics: after a burst of enqueues, until autovacuum
 # analyzes the table, the planner believes a handful of tasks are pending and fetches them all
 # by bitmap to sort them -- every pending task, at every claim (measured: 2-11 ms a claim with
-# 20,000 queued, against 0.2 ms in index order). Set for the claim's transaction only.
+# 20,000 queued, against 0.2 ms in index order). Set for the claim's own transaction only (the
+# three-trip claim every worker makes); a claim made inside a caller's transaction leaves
+# that transaction's settings alone.
 IN_INDEX_ORDER = "SET LOCAL enable_bitmapscan = off"
 
 
