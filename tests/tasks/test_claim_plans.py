@@ -1,7 +1,8 @@
 """A claim reads only the head of the queue, however deep the queue and however stale the
 table's statistics (PostgreSQL): the candidates in the order of the pending index, each team's
-best tasks from the team's own pending index. Before, a burst of enqueues made every claim
-fetch and sort every pending task, and claims slowed down as the queue grew."""
+best tasks from the team's own pending index, the claimed rows by key. Before, a burst of
+enqueues made every claim fetch and sort every pending task, and claims slowed down as the
+queue grew. A batch of ends, too, finds its tasks by key."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from django.utils import timezone
 from tasks.models import Task
 from tasks.services import task_claim_next
 from tasks.services.claims import IN_INDEX_ORDER, task_claim_batch
+from tasks.services.finishes import HeldEnd, tasks_finish_held
 from tests.factories import TeamFactory, set_cap
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,4 +115,27 @@ def test_the_claiming_update_finds_its_picked_rows_by_primary_key_after_a_burst(
     # Whatever the planner thinks of joins: the picked rows are read by their key.
     plan = _plan(update, setting="SET LOCAL enable_nestloop = off")
     target = [line for line in plan.splitlines() if "Scan" in line and " on tasks_task q" in line]
+    assert target and all("tasks_task_pkey" in line for line in target), plan
+
+
+def test_a_batch_of_ends_finds_its_tasks_by_key_however_many_have_ended(teams):
+    """The group end joined its document (which the planner takes for 100 rows) with the
+    running tasks: it read every `running` entry of the team-status index, dead ones of
+    every task that ever ran included, a scan that grew with the table."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's planner")
+    Task.objects.bulk_create(
+        [Task(team=teams[i % 3], text=f"old{i}", status=Task.Status.DONE) for i in range(6000)]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM ANALYZE {Task._meta.db_table}")
+    set_cap(teams[0].name, 10)
+    Task.objects.bulk_create([Task(team=teams[0], text=f"t{i}") for i in range(4)])
+    claimed = task_claim_batch(worker="w1", limit=4)
+    ends = [HeldEnd(t, "w1", Task.Status.DONE, "ok", "", timezone.now()) for t in claimed]
+    with CaptureQueriesContext(connection) as captured:
+        assert all(tasks_finish_held(ends))
+    update = next(q["sql"] for q in captured.captured_queries if "jsonb_to_recordset" in q["sql"])
+    plan = _plan(update)
+    target = [line for line in plan.splitlines() if "Scan" in line and " on tasks_task t" in line]
     assert target and all("tasks_task_pkey" in line for line in target), plan
