@@ -275,12 +275,12 @@ def _claim_postgres(
             send("COMMIT")
         return []
     # Read once the teams are held: claim times are then in claim order within a team.
+    now = timezone.now()
     # The UPDATE finds its picks by key alone. They are pending for sure: each was locked
     # with its status checked on its latest version, and stays locked to the commit. A
     # `status = 'pending'` test there let the planner reach them through a pending index,
     # and, with statistics that thought few tasks were pending, it hashed the picks and read
     # every pending task to find them (13,867 rows, 11 ms a claim, in the queue benchmark).
-    now = timezone.now()
     claimed = raw_rows(
         Task,
         f"""

@@ -91,6 +91,14 @@ def test_a_batch_claim_locks_no_more_of_a_teams_tasks_than_the_batch_takes(burst
     assert locks and all(node["Actual Rows"] <= 2 for node in locks), locks
 
 
+def _reads_by_key(plan: str, alias: str) -> bool:
+    """Whether the plan reaches the task table under `alias` through its primary key only."""
+    scans = [
+        line for line in plan.splitlines() if "Scan" in line and f" on tasks_task {alias}" in line
+    ]
+    return bool(scans) and all("tasks_task_pkey" in line for line in scans)
+
+
 def _nodes(node: dict, kind: str):
     if node.get("Node Type") == kind:
         yield node
@@ -114,8 +122,7 @@ def test_the_claiming_update_finds_its_picked_rows_by_primary_key_after_a_burst(
     update = captured.captured_queries[-1]["sql"].removesuffix("; COMMIT")
     # Whatever the planner thinks of joins: the picked rows are read by their key.
     plan = _plan(update, setting="SET LOCAL enable_nestloop = off")
-    target = [line for line in plan.splitlines() if "Scan" in line and " on tasks_task q" in line]
-    assert target and all("tasks_task_pkey" in line for line in target), plan
+    assert _reads_by_key(plan, "q"), plan
 
 
 def test_a_batch_of_ends_finds_its_tasks_by_key_however_many_have_ended(teams):
@@ -137,5 +144,4 @@ def test_a_batch_of_ends_finds_its_tasks_by_key_however_many_have_ended(teams):
         assert all(tasks_finish_held(ends))
     update = next(q["sql"] for q in captured.captured_queries if "jsonb_to_recordset" in q["sql"])
     plan = _plan(update)
-    target = [line for line in plan.splitlines() if "Scan" in line and " on tasks_task t" in line]
-    assert target and all("tasks_task_pkey" in line for line in target), plan
+    assert _reads_by_key(plan, "t"), plan
