@@ -54,7 +54,8 @@ class Session(models.Model):
     spec_options = models.JSONField(default=dict, blank=True)
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TASK)
     # The subagent this session ran as (`subagents/{agent_name}.md`); empty for the team itself.
-    agent_name = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    # Not indexed: only the admin's substring search reads it, which no b-tree can answer.
+    agent_name = models.CharField(max_length=100, blank=True, default="")
     model = models.CharField(max_length=200, blank=True, default="")
     provider_profile = models.CharField(max_length=100, blank=True, default="")
     stop_reason = models.CharField(max_length=20, choices=StopReason.choices, blank=True)
@@ -91,7 +92,10 @@ class LlmExchange(models.Model):
         COMPACTION = "compaction"
         FAILED = "failed"
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="exchanges")
+    # No index of its own: `uniq_exchange_turn` starts with the session and serves its lookups.
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="exchanges", db_index=False
+    )
     turn = models.PositiveIntegerField()
     kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.STEP)
     request_digest = models.CharField(max_length=64)
@@ -131,7 +135,7 @@ class ToolCall(models.Model):
         "teams.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls"
     )
     team_name = models.CharField(max_length=64)
-    tool = models.CharField(max_length=100, db_index=True)
+    tool = models.CharField(max_length=100)
     arguments = models.JSONField(default=dict)
     success = models.BooleanField(default=False)
     result = models.JSONField(default=dict)
@@ -141,6 +145,9 @@ class ToolCall(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # A plain b-tree for the admin's filter by tool: `db_index` would add, on PostgreSQL, a
+        # second (pattern) index that no query uses, written at every tool call.
+        indexes = [models.Index(fields=["tool"], name="toolcall_tool_idx")]
 
     def __str__(self) -> str:
         return f"{self.team_name}.{self.tool} {'ok' if self.success else 'failed'}"
