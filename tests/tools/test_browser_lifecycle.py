@@ -66,17 +66,34 @@ def test_the_admin_lists_browser_actions_and_shows_the_screenshot(call, site, ad
 
 
 def chromium_processes() -> int:
-    """Chromium processes started with this module's launch flags (the dead proxy is ours)."""
-    count = 0
+    """Chromium processes started with this module's launch flags (the dead proxy is ours) by
+    this test process: another test run on the machine (CI runs two at once) has its own."""
+    parents: dict[int, int] = {}
+    ours: list[int] = []
     for proc in os.listdir("/proc"):
+        if not proc.isdigit():
+            continue
         try:
+            with open(f"/proc/{proc}/stat", "rb") as handle:
+                # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
+                parents[int(proc)] = int(handle.read().rsplit(b")", 1)[1].split()[1])
             with open(f"/proc/{proc}/cmdline", "rb") as handle:
                 cmdline = handle.read()
-        except (OSError, ValueError):
+        except (OSError, ValueError, IndexError):
             continue
         if b"--proxy-server=http://127.0.0.1:9" in cmdline and b"--type=" not in cmdline:
-            count += 1
-    return count
+            ours.append(int(proc))
+    return sum(1 for pid in ours if _descends_from_us(pid, parents))
+
+
+def _descends_from_us(pid: int, parents: dict[int, int]) -> bool:
+    me, seen = os.getpid(), set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        pid = parents.get(pid, 0)
+        if pid == me:
+            return True
+    return False
 
 
 def test_the_browser_ends_with_its_manager(call, site, ops):
