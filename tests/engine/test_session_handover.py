@@ -152,8 +152,8 @@ def test_told_to_stop_in_the_middle_of_a_step_the_caller_waits_for_the_step_to_e
         in_tool.wait(5)
         _thread.interrupt_main()
 
-    # A process started with SIGINT ignored (a background job of a script, as CI's two test
-    # runs are) gets no KeyboardInterrupt from `interrupt_main`: the test sets Python's own.
+    # A process started with SIGINT ignored (`pytest &` in a script) gets no KeyboardInterrupt
+    # from `interrupt_main`: the test sets Python's own handler.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         threading.Thread(target=interrupt, daemon=True).start()

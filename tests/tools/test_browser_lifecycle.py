@@ -67,7 +67,7 @@ def test_the_admin_lists_browser_actions_and_shows_the_screenshot(call, site, ad
 
 def chromium_processes() -> int:
     """Chromium processes started with this module's launch flags (the dead proxy is ours) by
-    this test process: another test run on the machine (CI runs two at once) has its own."""
+    this test process: another test run on the same machine has its own."""
     parents: dict[int, int] = {}
     ours: list[int] = []
     for proc in os.listdir("/proc"):
