@@ -66,10 +66,11 @@ def test_the_admin_lists_browser_actions_and_shows_the_screenshot(call, site, ad
 
 
 def chromium_processes() -> int:
-    """Chromium processes started with this module's launch flags (the dead proxy is ours) by
-    this test process: another test run on the same machine has its own."""
+    """Chromium processes started with this module's launch flags (the dead proxy is ours),
+    except those another test run on the same machine started. An orphan (its launcher gone)
+    counts: a browser left behind must show."""
     parents: dict[int, int] = {}
-    ours: list[int] = []
+    commands: dict[int, bytes] = {}
     for proc in os.listdir("/proc"):
         if not proc.isdigit():
             continue
@@ -78,20 +79,28 @@ def chromium_processes() -> int:
                 # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
                 parents[int(proc)] = int(handle.read().rsplit(b")", 1)[1].split()[1])
             with open(f"/proc/{proc}/cmdline", "rb") as handle:
-                cmdline = handle.read()
+                commands[int(proc)] = handle.read()
         except (OSError, ValueError, IndexError):
             continue
-        if b"--proxy-server=http://127.0.0.1:9" in cmdline and b"--type=" not in cmdline:
-            ours.append(int(proc))
-    return sum(1 for pid in ours if _descends_from_us(pid, parents))
+    return sum(
+        1
+        for pid, cmdline in commands.items()
+        if b"--proxy-server=http://127.0.0.1:9" in cmdline
+        and b"--type=" not in cmdline
+        and not _started_by_another_test_run(pid, parents, commands)
+    )
 
 
-def _descends_from_us(pid: int, parents: dict[int, int]) -> bool:
+def _started_by_another_test_run(
+    pid: int, parents: dict[int, int], commands: dict[int, bytes]
+) -> bool:
     me, seen = os.getpid(), set()
     while pid > 1 and pid not in seen:
         seen.add(pid)
         pid = parents.get(pid, 0)
         if pid == me:
+            return False
+        if b"pytest" in commands.get(pid, b""):
             return True
     return False
 
