@@ -14,6 +14,9 @@ class Verb:
     # long-running process that never serves a request skips them: the operator's `check`,
     # and `serve` before it starts its children, run them.
     system_checks = True
+    # A verb that migrates the database itself (serve, init, demo) may start on one that has
+    # no tables yet; every other verb is refused there, with the fix, before it touches it.
+    migrates = False
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         pass

@@ -42,6 +42,7 @@ class Demo(Verb):
         "demo [--port N] [--wait S]: the offline walkthrough end to end: init where needed, "
         "start the server, send the two chat messages, print the replies as they arrive, stop."
     )
+    migrates = True
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(

@@ -28,7 +28,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
 
+from openhive.core.dburl import MIGRATED_ENV, migration_problem
 from tasks.services import tasks_release_dead_local_workers
 from teams.services import team_ensure_main
 
@@ -51,6 +53,7 @@ class Serve(Verb):
         "serve [--port N] [--host H]: migrate, then run the web server, the workers and the "
         "engine loop together until Ctrl-C."
     )
+    migrates = True
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
@@ -73,6 +76,10 @@ class Serve(Verb):
             raise CommandError(problem)
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
+        else:
+            problem = migration_problem(connection, settings.DATABASE_URL)
+            if problem:
+                raise CommandError(problem)
         team_ensure_main()
         manage = str(settings.BASE_DIR / "manage.py")
         specs = {
@@ -111,6 +118,7 @@ class Serve(Verb):
                 env={
                     **os.environ,
                     "OPENHIVE_PRELOAD_LLM": preload[name],
+                    MIGRATED_ENV: "1",
                     "OPENHIVE_READY_DIR": str(ready_dir),
                 },
                 start_new_session=True,

@@ -47,6 +47,7 @@ class Init(Verb):
         "init [--demo] [--username U] [--no-user]: create the data dir, example config, demo "
         "script and an admin user with an API token; safe to run again."
     )
+    migrates = True
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from argparse import RawDescriptionHelpFormatter
 from typing import Any
@@ -11,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from openhive.cli import VERBS
-from openhive.core.dburl import database_problem
+from openhive.core.dburl import MIGRATED_ENV, database_problem, migration_problem
 from openhive.core.errors import DomainError
 from openhive.core.text import UnstorableText, check_storable
 
@@ -50,6 +51,9 @@ class Command(BaseCommand):
         except UnstorableText as exc:
             raise CommandError(f"argument {exc}") from exc
         problem = database_problem(connection, settings.DATABASE_URL)
+        # serve's own children start once it has migrated: they skip the plan (~75 ms).
+        if not problem and not (VERBS[verb].migrates or os.environ.get(MIGRATED_ENV)):
+            problem = migration_problem(connection, settings.DATABASE_URL)
         if problem:
             raise CommandError(problem)
         try:
