@@ -205,7 +205,9 @@ def _migration_state(connection: Any) -> tuple[int, list[tuple[str, str]]]:
             spec = importlib.util.find_spec(module) if module else None
         except ImportError:
             spec = None
-        for folder in (spec and spec.submodule_search_locations) or []:
+        if spec is None or spec.origin in (None, "namespace"):
+            continue  # no migrations, or a namespace package, which Django does not migrate
+        for folder in spec.submodule_search_locations or []:
             for path in sorted(Path(folder).glob("*.py")):
                 key = (app.label, path.stem)
                 if path.stem[0] not in "_~" and key not in applied:

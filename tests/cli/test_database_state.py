@@ -116,3 +116,24 @@ def test_a_verb_reaches_postgresql_through_its_socket_and_is_told_to_migrate(tmp
     finally:
         with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("namespace", [False, True], ids=["package", "namespace package"])
+def test_a_migration_file_not_applied_is_found_unless_django_would_not_migrate_it(
+    tmp_path, monkeypatch, settings, namespace
+):
+    from django.db import connection
+
+    from openhive.core.dburl import _migration_state
+
+    folder = tmp_path / f"extra_migrations_{int(namespace)}"
+    folder.mkdir()
+    if not namespace:
+        (folder / "__init__.py").write_text("")
+    (folder / "0099_extra.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings.MIGRATION_MODULES = {"vault": folder.name}
+    applied, missing = _migration_state(connection)
+    assert applied > 0
+    assert missing == ([] if namespace else [("vault", "0099_extra")])
