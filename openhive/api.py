@@ -14,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, URLResolver
 from ninja import Field, NinjaAPI, Query, Router, Schema, Status
 from ninja.errors import AuthenticationError
+from ninja.openapi.docs import ABS_TPL_PATH, Swagger
 
 from evolution.api import router as learning_router
 from memory.api import router as memories_router
@@ -155,12 +156,21 @@ class OpenHiveAPI(NinjaAPI):
         return urls
 
 
+class LocalSwagger(Swagger):
+    """The docs page with the Swagger UI files this server serves itself, never a CDN: ninja
+    picks its CDN page unless the literal "ninja" is in INSTALLED_APPS, and the assets are
+    listed there as `NinjaAssetsConfig` (openhive/ninja_assets.py says why)."""
+
+    template_cdn = str(ABS_TPL_PATH / "swagger.html")
+
+
 api = OpenHiveAPI(
     title="OpenHive API",
     version="1",
     description="Bearer token (`manage.py openhive token create <user>`) or a staff session.",
     urls_namespace="api-v1",
     auth=api_auth,
+    docs=LocalSwagger(),
     docs_decorator=docs_guard,
 )
 

@@ -1,4 +1,5 @@
 import contextlib
+import importlib.util
 import os
 import threading
 from pathlib import Path
@@ -11,6 +12,17 @@ from openhive.engine.llm import get_litellm
 # The modules every app may declare, discovered once here so that no registry depends on
 # which app's ready() happened to import what: tools, clock jobs, prompt sections, receivers.
 DISCOVERED_MODULES = ("tools", "jobs", "prompt", "receivers")
+
+
+class NinjaAssetsConfig(AppConfig):
+    """django-ninja's templates and static files, found in its package folder, which is looked
+    up but not imported (openhive/ninja_assets.py says why). The API's docs page renders
+    them itself (`openhive.api.LocalSwagger`)."""
+
+    name = "openhive.ninja_assets"
+    label = "ninja"
+    verbose_name = "django-ninja assets"
+    path = str(Path(importlib.util.find_spec("ninja").origin).parent)  # type: ignore[union-attr,arg-type]
 
 
 class OpenHiveConfig(AppConfig):

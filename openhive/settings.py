@@ -52,7 +52,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_q",
-    "ninja",
+    "openhive.apps.NinjaAssetsConfig",  # django-ninja's templates and static files
     "openhive.apps.OpenHiveConfig",
     "openhive.engine",
     "openhive.chat",

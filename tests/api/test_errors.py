@@ -1,6 +1,7 @@
 """The error contract: every 4xx is JSON {"detail": ...}; domain errors map to their status."""
 
 import pytest
+from django.contrib.staticfiles import finders
 from django.test import Client
 
 from openhive.core.errors import Conflict, DomainError, NotAllowed, NotFound
@@ -76,10 +77,17 @@ def test_docs_page_sends_a_browser_without_session_to_the_admin_login():
     assert response["Location"].startswith("/admin/login/?next=/api/v1/docs")
 
 
-def test_docs_page_is_served_to_a_staff_session():
+def test_docs_page_is_served_to_a_staff_session_with_this_servers_own_swagger_files():
     client = Client()
     client.force_login(UserFactory(is_staff=True))
-    assert client.get("/api/v1/docs", HTTP_ACCEPT="text/html").status_code == 200
+    response = client.get("/api/v1/docs", HTTP_ACCEPT="text/html")
+    assert response.status_code == 200
+    page = response.content.decode()
+    # No CDN: the page works on a machine without internet, from files this server has.
+    assert "cdn" not in page.lower() and "https://" not in page
+    for name in ("ninja/swagger-ui.css", "ninja/swagger-ui-bundle.js", "ninja/swagger-ui-init.js"):
+        assert f"/static/{name}" in page
+        assert finders.find(name), name
 
 
 def test_docs_refuse_writes_with_json():
