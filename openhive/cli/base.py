@@ -14,9 +14,6 @@ class Verb:
     # long-running process that never serves a request skips them: the operator's `check`,
     # and `serve` before it starts its children, run them.
     system_checks = True
-    # A verb that migrates the database itself (serve, init, demo) may start on one that has
-    # no tables yet; every other verb is refused there, with the fix, before it touches it.
-    migrates = False
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         pass
@@ -24,6 +21,12 @@ class Verb:
     def epilog(self) -> str | None:
         """Shown at the end of the verb's --help (examples, lists)."""
         return None
+
+    def migrates(self, options: dict[str, Any]) -> bool:
+        """Whether this run migrates the database itself (serve, init, demo), and so may start
+        on one that has no tables yet; any other run is refused there, with the fix, before
+        it touches it."""
+        return False
 
     def run(self, command: BaseCommand, **options: Any) -> None:
         raise NotImplementedError

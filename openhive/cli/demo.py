@@ -42,7 +42,9 @@ class Demo(Verb):
         "demo [--port N] [--wait S]: the offline walkthrough end to end: init where needed, "
         "start the server, send the two chat messages, print the replies as they arrive, stop."
     )
-    migrates = True
+
+    def migrates(self, options: dict[str, Any]) -> bool:
+        return True
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(

@@ -28,9 +28,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
 
-from openhive.core.dburl import MIGRATED_ENV, migration_problem
+from openhive.core.dburl import MIGRATED_ENV
 from tasks.services import tasks_release_dead_local_workers
 from teams.services import team_ensure_main
 
@@ -53,7 +52,9 @@ class Serve(Verb):
         "serve [--port N] [--host H]: migrate, then run the web server, the workers and the "
         "engine loop together until Ctrl-C."
     )
-    migrates = True
+
+    def migrates(self, options: dict[str, Any]) -> bool:
+        return not options["no_migrate"]
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
@@ -76,10 +77,6 @@ class Serve(Verb):
             raise CommandError(problem)
         if not options["no_migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
-        else:
-            problem = migration_problem(connection, settings.DATABASE_URL)
-            if problem:
-                raise CommandError(problem)
         team_ensure_main()
         manage = str(settings.BASE_DIR / "manage.py")
         specs = {

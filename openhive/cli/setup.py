@@ -47,7 +47,9 @@ class Init(Verb):
         "init [--demo] [--username U] [--no-user]: create the data dir, example config, demo "
         "script and an admin user with an API token; safe to run again."
     )
-    migrates = True
+
+    def migrates(self, options: dict[str, Any]) -> bool:
+        return True
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(

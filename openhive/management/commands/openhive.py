@@ -52,7 +52,7 @@ class Command(BaseCommand):
             raise CommandError(f"argument {exc}") from exc
         problem = database_problem(connection, settings.DATABASE_URL)
         # serve's own children start once it has migrated: they skip the check.
-        if not problem and not (VERBS[verb].migrates or os.environ.get(MIGRATED_ENV)):
+        if not problem and not (VERBS[verb].migrates(options) or os.environ.get(MIGRATED_ENV)):
             problem = migration_problem(connection, settings.DATABASE_URL)
         if problem:
             raise CommandError(problem)
