@@ -125,7 +125,7 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "openhive.chat.layers.InMemoryChannelLayer"}}
 
 # django-q2's cluster heartbeat (which clusters and worker processes are alive: the admin's
 # dashboard shows them) lives in a cache every process can read: Redis when there is one,
