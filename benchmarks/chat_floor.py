@@ -1,0 +1,108 @@
+"""The floor under benchmarks/chat_sockets.py's burst goal (500 sockets send at once, ack p99
+<= 50 ms): the same client against the leanest Python WebSocket server there is -- the
+`websockets` library's own asyncio server, no ASGI, no Channels, no database -- answering each
+message with an `ack` and a `response`, in a process of its own on the same cores.
+
+    uv run python benchmarks/chat_floor.py [--sockets 500] [--runs 3]
+
+Whatever this prints is what no Python web stack on this machine can beat with this client:
+daphne + Channels (what `serve` runs) adds its own per-message cost on top, and OpenHive's chat
+socket adds the trust gate and the stored message. chat_sockets.py prints those two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+ACK = json.dumps({"type": "ack", "message_id": 0})
+RESPONSE = json.dumps({"type": "response", "content": "echo"})
+
+
+async def answer(socket) -> None:
+    await socket.send(json.dumps({"type": "topic_list", "topics": []}))
+    async for frame in socket:
+        json.loads(frame)
+        await socket.send(ACK)
+        await socket.send(RESPONSE)
+
+
+async def serve(port: int) -> None:
+    from websockets.asyncio.server import serve as websocket_server
+
+    async with websocket_server(answer, "127.0.0.1", port, max_queue=None):
+        await asyncio.Future()
+
+
+def start_server(port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(port)], start_new_session=True
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with __import__("socket").create_connection(("127.0.0.1", port), timeout=1):
+                return process
+        except OSError:
+            time.sleep(0.1)
+    os.killpg(process.pid, signal.SIGKILL)
+    raise SystemExit("the floor server did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sockets", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--messages", type=int, default=2, help="messages per socket")
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(args.serve))
+        return
+    from benchmarks import chat_sockets
+
+    port = chat_sockets._free_port()
+    server = start_server(port)
+    chat_sockets.SERVER_PID = server.pid
+    users = [(f"ws:user:{number}", "") for number in range(args.sockets)]
+    url = f"ws://127.0.0.1:{port}/"
+    print(
+        f"bare `websockets` server (no ASGI), {args.sockets} sockets each sending "
+        f"{args.messages} messages, the first all at once; load average {os.getloadavg()[0]:.1f}"
+    )
+    try:
+        p99s = []
+        for number in range(args.runs):
+            result = asyncio.run(
+                chat_sockets.run_level(
+                    url, url, users, args.messages, 20, fan=False, paced_run=False
+                )
+            )
+            p99s.append(result["ack_p99"])
+            cpu = result["acked_cpu_ms"]["web"]
+            print(
+                f"run {number + 1}: ack p50 {result['ack_p50']:.1f} ms, p99 "
+                f"{result['ack_p99']:.1f} ms; server CPU {cpu:.2f} ms a message until the "
+                f"last first-round ack"
+            )
+        p99s.sort()
+        print(
+            f"floor: median ack p99 {p99s[len(p99s) // 2]:.1f} ms (goal for OpenHive's chat "
+            f"socket <= 50 ms; range {p99s[0]:.1f}-{p99s[-1]:.1f} ms)"
+        )
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
