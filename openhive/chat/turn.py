@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import OperationalError, connection
+from django.db import OperationalError
 
 from openhive.engine.models import Session
 from openhive.engine.providers import provider_problem
@@ -67,24 +67,22 @@ class TurnResult:
 
 def route_inbound(inbound: Inbound) -> Routed:
     """Runs in a worker thread (the classifier may call a model). SQLite allows one writer: a
-    write lock held by a turn of another topic is waited out, not turned into a lost message."""
+    write lock held by a turn of another topic is waited out, not turned into a lost message.
+    The thread's database connection is its executor's to keep or close (`turnpool`)."""
     assert inbound.message is not None and inbound.decision.allowed
-    try:
-        for attempt in range(ROUTE_ATTEMPTS):
-            try:
-                return chat_route(
-                    message=inbound.message,
-                    topic_id=inbound.topic_id,
-                    new_topic=inbound.new_topic,
-                    classify=classify_topic,
-                )
-            except OperationalError as exc:
-                if "locked" not in str(exc) or attempt == ROUTE_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.05 * 2**attempt)
-        raise AssertionError("unreachable")
-    finally:
-        connection.close()
+    for attempt in range(ROUTE_ATTEMPTS):
+        try:
+            return chat_route(
+                message=inbound.message,
+                topic_id=inbound.topic_id,
+                new_topic=inbound.new_topic,
+                classify=classify_topic,
+            )
+        except OperationalError as exc:
+            if "locked" not in str(exc) or attempt == ROUTE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 CONFIG_BROKEN = (
@@ -96,59 +94,57 @@ CONFIG_BROKEN = (
 def chat_turn(
     *, routed: Routed, message: Message, sender_id: str, on_event: Callable[[dict], None] | None
 ) -> TurnResult:
-    """Runs in a worker thread; closes its own database connection when done."""
+    """Runs in a worker thread; its database connection is its executor's to keep or close."""
     topic = routed.topic
-    try:
-        main = team_ensure_main()
-        problem = team_config_problem(main.name)
-        if problem:
-            # Operators get the detail (file and key); the person chatting gets a sentence.
-            logger.error("chat turn refused: %s", problem)
-            return TurnResult(False, topic, error_code="config_error", error=CONFIG_BROKEN)
-        # The real reason (no file, a YAML error, a broken profile, an unset key variable),
-        # for the profile the main agent actually uses.
-        problem = provider_problem(load_team_config(main.name).provider_profile)
-        if problem:
-            return TurnResult(False, topic, error_code="provider_not_configured", error=problem)
-        limit = settings.OPENHIVE["CHAT_HISTORY_MESSAGES"]
-        tools = [*ROUTING_TOOLS, *TRUST_TOOLS, *TRIGGER_TOOLS]
-        if routed.mode == SINGLE:
-            tools.append(START_NEW_TOPIC)
-        outcome = run_team_session(
-            main,
-            message.content,
-            kind=Session.Kind.CHAT,
-            topic_id=topic.pk,
-            topic_name=topic.name,
-            history=topic_history(topic=topic, limit=limit, before_id=message.pk),
-            only_tools=tools,
-            source_channel=topic.channel_id,
-            actor=f"user:{sender_id}",
-            on_event=on_event,
-            # The reply's text reaches the socket as it is produced (delta events).
-            stream=on_event is not None,
+    main = team_ensure_main()
+    problem = team_config_problem(main.name)
+    if problem:
+        # Operators get the detail (file and key); the person chatting gets a sentence.
+        logger.error("chat turn refused: %s", problem)
+        return TurnResult(False, topic, error_code="config_error", error=CONFIG_BROKEN)
+    # The real reason (no file, a YAML error, a broken profile, an unset key variable),
+    # for the profile the main agent actually uses.
+    problem = provider_problem(load_team_config(main.name).provider_profile)
+    if problem:
+        return TurnResult(False, topic, error_code="provider_not_configured", error=problem)
+    limit = settings.OPENHIVE["CHAT_HISTORY_MESSAGES"]
+    tools = [*ROUTING_TOOLS, *TRUST_TOOLS, *TRIGGER_TOOLS]
+    if routed.mode == SINGLE:
+        tools.append(START_NEW_TOPIC)
+    outcome = run_team_session(
+        main,
+        message.content,
+        kind=Session.Kind.CHAT,
+        topic_id=topic.pk,
+        topic_name=topic.name,
+        history=topic_history(topic=topic, limit=limit, before_id=message.pk),
+        only_tools=tools,
+        source_channel=topic.channel_id,
+        actor=f"user:{sender_id}",
+        on_event=on_event,
+        # The reply's text reaches the socket as it is produced (delta events).
+        stream=on_event is not None,
+    )
+    message_rescrub(message_id=message.pk)
+    opened = outcome.effects.get(TOPIC_OPENED)
+    new_topic = topic_get(topic_id=opened) if opened else None
+    if new_topic is not None:
+        topic = new_topic
+        message_move(message_ids=[message.pk], topic=topic)
+    if not outcome.ok:
+        return TurnResult(
+            False,
+            topic,
+            error_code="turn_failed",
+            error=outcome.plain_error or outcome.error or outcome.content,
+            topic_moved=new_topic is not None,
         )
-        message_rescrub(message_id=message.pk)
-        opened = outcome.effects.get(TOPIC_OPENED)
-        new_topic = topic_get(topic_id=opened) if opened else None
-        if new_topic is not None:
-            topic = new_topic
-            message_move(message_ids=[message.pk], topic=topic)
-        if not outcome.ok:
-            return TurnResult(
-                False,
-                topic,
-                error_code="turn_failed",
-                error=outcome.plain_error or outcome.error or outcome.content,
-                topic_moved=new_topic is not None,
-            )
-        message_record(
-            topic=topic,
-            sender_id="main",
-            role=Message.Role.ASSISTANT,
-            content=outcome.content,
-            in_reply_to=message,
-        )
-        return TurnResult(True, topic, content=outcome.content, topic_moved=new_topic is not None)
-    finally:
-        connection.close()
+    message_record(
+        topic=topic,
+        sender_id="main",
+        role=Message.Role.ASSISTANT,
+        content=outcome.content,
+        in_reply_to=message,
+    )
+    return TurnResult(True, topic, content=outcome.content, topic_moved=new_topic is not None)
+

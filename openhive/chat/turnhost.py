@@ -53,6 +53,18 @@ class Host:
             self.pool.submit(self.handle, call_id, op, kwargs)
 
     def handle(self, call_id: int, op: str, kwargs: dict) -> None:
+        try:
+            self._handle(call_id, op, kwargs)
+        finally:
+            # The thread keeps its database connection for its next call (a new one cost a
+            # PostgreSQL server process, or a SQLite file and its PRAGMAs, twice a message);
+            # one that broke or was left in a transaction is closed. The host's connections
+            # end with it.
+            from openhive.core.db import keep_connection_if_sound
+
+            keep_connection_if_sound()
+
+    def _handle(self, call_id: int, op: str, kwargs: dict) -> None:
         from openhive.core.errors import DomainError
 
         from .turn import chat_turn, route_inbound

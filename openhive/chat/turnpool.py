@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 
 from openhive.core.errors import DomainError
 
@@ -51,18 +53,34 @@ class TurnHostGone(Exception):
     """The turn host process ended while a call was running (its result is lost)."""
 
 
+def _closing(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        finally:
+            connection.close()
+
+    return run
+
+
+# The web process's turn threads close their connection after each call: in tests they run
+# against a test database that is dropped at the end, which an open connection would block.
+_route_closing, _turn_closing = _closing(route_inbound), _closing(chat_turn)
+
+
 class ThreadTurns:
     """Turns on the web process's turn threads."""
 
     name = "threads"
 
     async def route(self, inbound: Inbound) -> Routed:
-        return await on_turn_thread(route_inbound)(inbound)
+        return await on_turn_thread(_route_closing)(inbound)
 
     async def turn(
         self, *, routed: Routed, message: Message, sender_id: str, on_event: EventSink
     ) -> TurnResult:
-        return await on_turn_thread(chat_turn)(
+        return await on_turn_thread(_turn_closing)(
             routed=routed, message=message, sender_id=sender_id, on_event=on_event
         )
 
