@@ -85,7 +85,8 @@ def explain_connection_error(exc: Exception, url: str) -> str:
         if socket_dir
         else f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
     )
-    name = parts.path.lstrip("/")
+    # As the driver reads it: in postgres:////dir/name the path holds the socket directory too.
+    name = str(_config(url).get("NAME") or parts.path.lstrip("/"))
     if "does not exist" in text and "database" in text:
         why = f'PostgreSQL at {where} has no database "{name}"'
         fix = (
@@ -121,12 +122,16 @@ def explain_connection_error(exc: Exception, url: str) -> str:
 def _socket_dir(url: str) -> str:
     """The socket directory a PostgreSQL URL names, or "": as the host (percent-encoded, or
     as the path of postgres:////dir/db) or as `?host=/dir`."""
-    try:
-        config = database_config(url)
-    except DatabaseUrlError:
-        return ""
+    config = _config(url)
     host = str(config.get("HOST") or (config.get("OPTIONS") or {}).get("host") or "")
     return host if host.startswith("/") else ""
+
+
+def _config(url: str) -> dict[str, Any]:
+    try:
+        return database_config(url)
+    except DatabaseUrlError:
+        return {}
 
 
 NO_PGVECTOR = (

@@ -93,6 +93,23 @@ def test_a_missing_socket_directory_is_named_with_the_fix():
     assert "unix_socket_directories" in text and "%2F" not in text.split("\n")[0]
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://me@%2Fvar%2Frun%2Fpostgresql/missing",
+        "postgres://me@/missing?host=/var/run/postgresql",
+        "postgres:////var/run/postgresql/missing",  # the directory is in the path here
+    ],
+)
+def test_a_missing_database_behind_a_socket_is_named_as_the_driver_reads_it(url):
+    error = OSError('connection failed: FATAL:  database "missing" does not exist')
+    first_line, _url, fix = explain_connection_error(error, url).splitlines()
+    assert first_line.endswith('the socket in /var/run/postgresql has no database "missing".')
+    assert "createdb -h /var/run/postgresql -p 5432" in fix and fix.split(")")[0].endswith(
+        " missing"
+    )
+
+
 def test_a_verb_reaches_postgresql_through_its_socket_and_is_told_to_migrate(tmp_path):
     base = _postgres_base()
     if not (SOCKET_DIR / ".s.PGSQL.5432").exists():
