@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,12 +29,12 @@ ACK = json.dumps({"type": "ack", "message_id": 0})
 RESPONSE = json.dumps({"type": "response", "content": "echo"})
 
 
-async def answer(socket) -> None:
-    await socket.send(json.dumps({"type": "topic_list", "topics": []}))
-    async for frame in socket:
+async def answer(peer) -> None:
+    await peer.send(json.dumps({"type": "topic_list", "topics": []}))
+    async for frame in peer:
         json.loads(frame)
-        await socket.send(ACK)
-        await socket.send(RESPONSE)
+        await peer.send(ACK)
+        await peer.send(RESPONSE)
 
 
 async def serve(port: int) -> None:
@@ -50,7 +51,7 @@ def start_server(port: int) -> subprocess.Popen:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            with __import__("socket").create_connection(("127.0.0.1", port), timeout=1):
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
                 return process
         except OSError:
             time.sleep(0.1)

@@ -31,6 +31,7 @@ SMALLEST = {
     "cron_to_socket.py": (["--samples", "1"], "goal: p50"),
     "trigger_clock.py": (["--seconds", "2"], "cron lateness"),
     "reach_overhead.py": (["--requests", "5", "--runs", "1"], "added by"),
+    "channel_layer.py": (["--sockets", "10", "20", "--sends", "40"], "OpenHive's"),
 }
 
 

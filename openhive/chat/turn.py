@@ -147,4 +147,3 @@ def chat_turn(
         in_reply_to=message,
     )
     return TurnResult(True, topic, content=outcome.content, topic_moved=new_topic is not None)
-
