@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 from openhive.core.db import RESET_ERRORS
 
@@ -72,6 +72,12 @@ def _keep() -> None:
                 _lock.wait(timeout=_due[0][0] - time.monotonic() if _due else None)
             _when, number = heapq.heappop(_due)
             held = _held.get(number)
+            idle = held is None and not _held
+        if idle:
+            # No lease left to renew: the connection a renewal opened is not kept idle for the
+            # next long task (it would hold a server slot, and keep its database from being
+            # dropped). Quick tasks never reach a renewal, so this costs them nothing.
+            connections.close_all()
         if held is None:
             continue
         if _renew(*held):

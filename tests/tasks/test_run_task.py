@@ -222,3 +222,30 @@ def test_a_running_tasks_lease_is_renewed_while_its_session_runs(
     count = len(renewals)
     time.sleep(1.2)
     assert len(renewals) == count
+
+
+def test_the_lease_keeper_lets_go_of_its_connection_once_no_lease_is_left(
+    ops, scripted_provider, settings, monkeypatch
+):
+    # An idle connection kept by the keeper holds a server slot for nothing, and keeps its
+    # database from being dropped (the test database's teardown failed on it).
+    import threading
+
+    from tasks import leases
+
+    settings.OPENHIVE = {**settings.OPENHIVE, "LEASE_SECONDS": 3}  # renewed every second
+    closed_by: list[str] = []
+    close_all = leases.connections.close_all
+
+    def spy() -> None:
+        closed_by.append(threading.current_thread().name)
+        close_all()
+
+    monkeypatch.setattr(leases.connections, "close_all", spy)
+    scripted_provider([{"when": {}, "reply": {"content": "slow", "delay_ms": 1500}}])
+    task = task_enqueue(team=ops, text="long enough for a renewal")
+    assert run_task(task.pk) == Task.Status.DONE
+    deadline = time.monotonic() + 3
+    while "lease-keeper" not in closed_by and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "lease-keeper" in closed_by
