@@ -5,7 +5,11 @@ this machine at this moment."""
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -30,3 +34,25 @@ async def application(scope: dict, receive: Any, send: Any) -> None:
     if scope["type"] == "websocket" and scope.get("path", "").startswith("/ws/echo"):
         return await echo(scope, receive, send)
     return await openhive_application(scope, receive, send)
+
+
+class FullCollections:
+    """BENCH_GC_LOG=<file>: the count and the longest pause of this process's full
+    collections, rewritten after each one for the benchmark to print."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.count, self.longest, self.started = path, 0, 0.0, 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self.started = time.perf_counter()
+            return
+        self.count += 1
+        self.longest = max(self.longest, (time.perf_counter() - self.started) * 1000)
+        self.path.write_text(json.dumps({"count": self.count, "longest_ms": self.longest}))
+
+
+if os.environ.get("BENCH_GC_LOG"):
+    gc.callbacks.append(FullCollections(Path(os.environ["BENCH_GC_LOG"])))

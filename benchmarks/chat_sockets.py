@@ -92,7 +92,12 @@ def prepare(data_dir: Path, users: int) -> list[tuple[str, str]]:
 
 
 def start_daphne(data_dir: Path, port: int) -> subprocess.Popen:
-    env = {**os.environ, "OPENHIVE_DATA_DIR": str(data_dir), "OPENHIVE_PRELOAD_LLM": "now"}
+    env = {
+        **os.environ,
+        "OPENHIVE_DATA_DIR": str(data_dir),
+        "OPENHIVE_PRELOAD_LLM": "now",
+        "BENCH_GC_LOG": str(data_dir / "gc.json"),
+    }
     env.setdefault("OPENHIVE_LOG_LEVEL", "WARNING")
     process = subprocess.Popen(
         [
@@ -128,6 +133,19 @@ def start_daphne(data_dir: Path, port: int) -> subprocess.Popen:
             time.sleep(0.2)
     process.kill()
     raise SystemExit("daphne did not start")
+
+
+def full_collections(path: Path) -> str:
+    """The web process's full garbage collections over the whole run (chat_echo_asgi.py)."""
+    try:
+        seen = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "web process full collections: none recorded"
+    return (
+        f"web process full collections: {seen['count']}, longest {seen['longest_ms']:.1f} ms "
+        f"(each delays every ack pending meanwhile; openhive.core.heap keeps the objects "
+        f"loaded at start-up out of them)"
+    )
 
 
 class Client:
@@ -436,6 +454,7 @@ def main() -> None:
                     f"RSS {name}: {before[name]:.0f} MB before, {after.get(name, 0):.0f} MB after "
                     f"{args.memory_messages} messages ({grew:+.0f} MB; {rate:.0f} msgs/s)"
                 )
+        print(full_collections(data_dir / "gc.json"))
         print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
         os.killpg(daphne.pid, signal.SIGTERM)

@@ -14,6 +14,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from openhive.chat.origin import SameOriginValidator  # noqa: E402
 from openhive.chat.routing import websocket_urlpatterns  # noqa: E402
 from openhive.core.accesslog import AccessLog  # noqa: E402
+from openhive.core.heap import freeze_long_lived  # noqa: E402
 
 # daphne runs with its own access log off (`-v 0`): this one goes through logging.
 application = AccessLog(
@@ -24,3 +25,6 @@ application = AccessLog(
         }
     )
 )
+
+# Everything loaded so far lives as long as the web process (see openhive.core.heap).
+freeze_long_lived()

@@ -15,6 +15,7 @@ from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import Any
 
+from openhive.core.heap import freeze_long_lived
 from openhive.engine import slim
 from openhive.engine.providers import ProviderProfile
 
@@ -43,6 +44,9 @@ def get_litellm() -> ModuleType:
                 slim.defer_claude_tokenizer(litellm)
                 slim.defer_call_encoding(litellm)
                 slim.skip_file_id_rewrite(litellm)
+                # Its ~300,000 objects live as long as the process: no full collection
+                # should walk them again.
+                freeze_long_lived()
                 _module = litellm
     return _module
 
