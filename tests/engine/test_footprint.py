@@ -1,5 +1,6 @@
 """What a worker keeps out of memory (issue 19): litellm's dead weight is left out or loaded when
-used, and everything that reads it still gets the same answers."""
+used, and everything that reads it still gets the same answers; and what a process keeps out
+of the garbage collector's full passes."""
 
 from __future__ import annotations
 
@@ -41,20 +42,17 @@ print(json.dumps(seen))
 """
 
 
-def test_a_worker_call_loads_no_tokenizer_proxy_types_or_http_cli(openhive_dirs):
-    data = openhive_dirs / "data"  # its config dir made by the fixture
-    (data / "scripts").mkdir()
-    script = "rules:\n  - when: {}\n    reply: {content: ok}\n"
-    (data / "scripts" / "default.yaml").write_text(script)
+def _in_a_fresh_process(openhive_dirs: Path, code: str) -> dict:
+    """What `code` prints last (JSON), run by a new interpreter on SQLite in the test's dirs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENHIVE_", "DATABASE_"))}
     env.update(
-        OPENHIVE_DATA_DIR=str(data),
+        OPENHIVE_DATA_DIR=str(openhive_dirs / "data"),
         OPENHIVE_RUN_DIR=str(openhive_dirs / "run"),
         DJANGO_SETTINGS_MODULE="openhive.settings",
         PYTHONPATH=str(ROOT),
     )
     done = subprocess.run(
-        [sys.executable, "-c", A_WORKER_CALL],
+        [sys.executable, "-c", code],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -62,13 +60,51 @@ def test_a_worker_call_loads_no_tokenizer_proxy_types_or_http_cli(openhive_dirs)
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_worker_call_loads_no_tokenizer_proxy_types_or_http_cli(openhive_dirs):
+    data = openhive_dirs / "data"  # its config dir made by the fixture
+    (data / "scripts").mkdir()
+    script = "rules:\n  - when: {}\n    reply: {content: ok}\n"
+    (data / "scripts" / "default.yaml").write_text(script)
+    seen = _in_a_fresh_process(openhive_dirs, A_WORKER_CALL)
     assert seen == {
         "encodings_after_a_call": [],
         "modules": [],
         "claude_json_loaded": False,
         "ranks_after_a_count": "RanksOnDemand",
     }
+
+
+# A full collection in the web process walked ~390,000 long-lived objects for 280-350 ms per
+# pass, and every chat ack pending meanwhile waited (openhive.core.heap).
+LONG_LIVED = """
+import gc, json
+import openhive.asgi
+from openhive.engine import llm
+seen = {"web_app_walked": any(o is openhive.asgi.application for o in gc.get_objects())}
+litellm = llm.get_litellm()
+seen["litellm_walked"] = any(o is litellm.completion for o in gc.get_objects())
+seen["frozen"] = gc.get_freeze_count()
+
+class Node:
+    pass
+
+a, b = Node(), Node()
+a.other, b.other = b, a  # a cycle made after the freeze: only a collection frees it
+del a, b
+seen["new_cycle_collected"] = gc.collect() >= 2
+print(json.dumps(seen))
+"""
+
+
+def test_full_collections_skip_the_web_app_and_litellm_but_still_free_new_garbage(openhive_dirs):
+    seen = _in_a_fresh_process(openhive_dirs, LONG_LIVED)
+    assert seen["web_app_walked"] is False
+    assert seen["litellm_walked"] is False
+    assert seen["frozen"] > 100_000
+    assert seen["new_cycle_collected"] is True
 
 
 def test_token_counts_are_litellm_s_own():
