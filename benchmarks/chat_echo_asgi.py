@@ -1,7 +1,7 @@
 """The benchmark's ASGI application: OpenHive's, plus a bare Channels echo socket at /ws/echo/
 that answers each message with an `ack` and a `response` at once (no database, no turn). It
-is the same-run floor of benchmarks/chat_sockets.py: what daphne and Channels cost alone on
-this machine at this moment."""
+is the same-run floor of benchmarks/chat_sockets.py: what the web server and Channels cost alone
+on this machine at this moment."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ message with an `ack` and a `response`, in a process of its own on the same core
     uv run python benchmarks/chat_floor.py [--sockets 500] [--runs 3]
 
 Whatever this prints is what no Python web stack on this machine can beat with this client:
-daphne + Channels (what `serve` runs) adds its own per-message cost on top, and OpenHive's chat
+the web server + Channels (what `serve` runs) adds its own per-message cost on top, and the chat
 socket adds the trust gate and the stored message. chat_sockets.py prints those two.
 """
 

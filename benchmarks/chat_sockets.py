@@ -1,6 +1,7 @@
-"""Chat sockets under load: N concurrent sockets on ONE daphne process, each sending messages
-answered by a zero-latency scripted provider; then an outbox fan-out to every socket; then the
-memory of the web process (and of its chat turn host) over many messages.
+"""Chat sockets under load: N concurrent sockets on ONE web process (openhive.webserver, as
+serve runs it), each sending messages answered by a zero-latency scripted provider; then an
+outbox fan-out to every socket; then the memory of the web process (and of its chat turn
+host) over many messages.
 
     uv run python benchmarks/chat_sockets.py                      # 100 and 500 sockets, SQLite
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench uv run python benchmarks/chat_sockets.py
@@ -12,7 +13,7 @@ memory of the web process (and of its chat turn host) over many messages.
 Prints, per N: ack latency p50/p99 (send → ack: trust gate + stored message), messages/s
 (acked and answered by the main agent's turn), and the notification fan-out rate (outbox rows
 written for every socket's channel at once → all delivered). Same-run baselines: one socket
-alone, and a bare Channels echo socket on the same daphne (benchmarks/chat_echo_asgi.py) under
+alone, and a bare Channels echo socket on the same server (benchmarks/chat_echo_asgi.py) under
 the same load. Then one socket that sends a flood at once (acked up to the per-socket cap, the
 rest refused with `busy`), and RSS before/after --memory-messages messages.
 Goals: 500 sockets, ack p99 <= 50 ms paced and in a burst; RSS flat over 10,000 messages.
@@ -91,7 +92,7 @@ def prepare(data_dir: Path, users: int) -> list[tuple[str, str]]:
     return out
 
 
-def start_daphne(data_dir: Path, port: int) -> subprocess.Popen:
+def start_web(data_dir: Path, port: int) -> subprocess.Popen:
     env = {
         **os.environ,
         "OPENHIVE_DATA_DIR": str(data_dir),
@@ -109,10 +110,8 @@ def start_daphne(data_dir: Path, port: int) -> subprocess.Popen:
                 else []
             ),
             "-m",
-            "daphne",
-            "-b",
+            "openhive.webserver",  # as serve runs it
             "127.0.0.1",
-            "-p",
             str(port),
             "benchmarks.chat_echo_asgi:application",
         ],
@@ -132,7 +131,7 @@ def start_daphne(data_dir: Path, port: int) -> subprocess.Popen:
         except httpx.HTTPError:
             time.sleep(0.2)
     process.kill()
-    raise SystemExit("daphne did not start")
+    raise SystemExit("the web server did not start")
 
 
 def full_collections(path: Path) -> str:
@@ -368,13 +367,13 @@ def main() -> None:
     turns = os.environ.get("OPENHIVE_CHAT_TURNS", "process")
     users = prepare(data_dir, max(args.sockets) + 1)
     port = _free_port()
-    daphne = start_daphne(data_dir, port)
+    web = start_web(data_dir, port)
     global SERVER_PID
-    SERVER_PID = daphne.pid
+    SERVER_PID = web.pid
     base_url, origin = f"ws://127.0.0.1:{port}", f"http://127.0.0.1:{port}"
     url, echo_url = f"{base_url}/ws/chat/", f"{base_url}/ws/echo/"
     print(
-        f"one daphne, {backend}, {layer} channel layer, turns: {turns}, zero-latency scripted "
+        f"one web process, {backend}, {layer} channel layer, turns: {turns}, zero-latency scripted "
         f"provider; load average {os.getloadavg()[0]:.1f}"
     )
     try:
@@ -382,7 +381,7 @@ def main() -> None:
         print(f"baseline: 1 socket alone, ack p50 {base:.1f} ms")
         print(
             f"paced: sockets together offer {args.rate:g} msgs/s; burst: all send at once, "
-            "each sends its next message after its answer; echo = bare Channels socket, same daphne"
+            "each sends its next message after its answer; echo = bare Channels socket, same server"
         )
         print(
             f"{'sockets':>12} {'connect':>8} | {'paced p50':>9} {'p99':>8} | {'burst p50':>9} "
@@ -445,9 +444,9 @@ def main() -> None:
                 f"{f['answered_s']:.1f} s"
             )
         if args.memory_messages:
-            before = memory(daphne.pid)
+            before = memory(web.pid)
             rate = asyncio.run(many_messages(url, origin, users[:100], args.memory_messages))
-            after = memory(daphne.pid)
+            after = memory(web.pid)
             for name in before:
                 grew = after.get(name, float("nan")) - before[name]
                 print(
@@ -457,8 +456,8 @@ def main() -> None:
         print(full_collections(data_dir / "gc.json"))
         print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     finally:
-        os.killpg(daphne.pid, signal.SIGTERM)
-        daphne.wait(timeout=30)
+        os.killpg(web.pid, signal.SIGTERM)
+        web.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from openhive.chat.routing import websocket_urlpatterns  # noqa: E402
 from openhive.core.accesslog import AccessLog  # noqa: E402
 from openhive.core.heap import freeze_long_lived  # noqa: E402
 
-# daphne runs with its own access log off (`-v 0`): this one goes through logging.
+# The web server runs with its own access log off (openhive.webserver): this one goes through
+# logging.
 application = AccessLog(
     ProtocolTypeRouter(
         {

@@ -281,10 +281,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django_q": {"level": "WARNING"},
-        # Start-up chatter (the cluster's processes, daphne's endpoints and its HTTP/2 notice):
-        # serve prints one banner once the port answers and the workers are ready.
+        # Start-up chatter (the cluster's processes, the web server's address and its start
+        # and stop steps): serve prints one banner once the port answers and the workers are
+        # ready.
         "django-q": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
+        "uvicorn": {"level": "WARNING"},
         "LiteLLM": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
     },

@@ -1,4 +1,5 @@
-"""`serve`: migrate, then daphne + a pull worker + the engine loop, stopped together.
+"""`serve`: migrate, then the web server (uvicorn) + a pull worker + the engine loop, stopped
+together.
 
 The worker (`openhive worker`, OPENHIVE_WORKERS threads) claims tasks straight from the task
 table, so the engine loop runs its clock without handing tasks out (`--no-dispatch`). Each
@@ -80,19 +81,7 @@ class Serve(Verb):
         team_ensure_main()
         manage = str(settings.BASE_DIR / "manage.py")
         specs = {
-            "web": [
-                sys.executable,
-                "-m",
-                "daphne",
-                # daphne's access log prints query strings (tokens) unscrubbed; ours is in asgi.
-                "-v",
-                "0",
-                "-b",
-                host,
-                "-p",
-                str(port),
-                "openhive.asgi:application",
-            ],
+            "web": [sys.executable, "-m", "openhive.webserver", host, str(port)],
             # This command ran the system checks before starting its children.
             "workers": [
                 *[sys.executable, manage, "openhive", "--skip-checks", "worker"],
@@ -159,7 +148,7 @@ class Serve(Verb):
 
 
 def port_problem(host: str, port: int) -> str:
-    """Why daphne could not listen on host:port, or "" (bound as Twisted binds: with
+    """Why the web server could not listen on host:port, or "" (bound as asyncio binds: with
     SO_REUSEADDR, so a port in TIME_WAIT is not reported as taken)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)

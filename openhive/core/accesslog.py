@@ -1,6 +1,7 @@
 """The web server's access log, written through `logging` (so the secret scrubber and the
-JSON format apply) instead of daphne's own stream, which printed query strings as they came,
-tokens included. Values of credential-like query parameters are replaced before logging."""
+JSON format apply) instead of the server's own (daphne's, uvicorn's), which print query
+strings as they come, tokens included. Values of credential-like query parameters are
+replaced before logging."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The socket's doors against the real `serve` (daphne): a page of a foreign origin reads why
+"""The socket's doors against the real `serve` (uvicorn): a page of a foreign origin reads why
 it was refused, /ws/chat without the slash works, an unknown path is told where the chat is,
 and none of it leaves a traceback in the log."""
 

@@ -1,5 +1,5 @@
-"""Run the real `manage.py openhive serve` process group (daphne, a pull worker, engine loop)
-on a free loopback port, against a fresh database: SQLite by default, or a new PostgreSQL
+"""Run the real `manage.py openhive serve` process group (the web server, a pull worker, engine
+loop) on a free loopback port, against a fresh database: SQLite by default, or a new PostgreSQL
 database when the suite runs with DATABASE_URL=postgres://…"""
 
 from __future__ import annotations

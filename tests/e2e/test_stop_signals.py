@@ -98,7 +98,7 @@ def test_a_group_signal_stops_every_process_and_hands_the_running_task_back(
     task_id = queued.json()["task"]["id"]
     _wait_running(serve, headers, task_id)
     family = _descendants(serve.process.pid)
-    assert len(family) >= 3  # daphne, the worker, the engine
+    assert len(family) >= 3  # the web server, the worker, the engine
 
     started = time.monotonic()
     os.killpg(serve.process.pid, sig)

@@ -55,10 +55,10 @@ async def _conversation(server: Server) -> list[dict]:
 
 def test_chat_spawns_a_team_and_gets_a_task_result_from_a_worker(serve: Server) -> None:
     seen = asyncio.run(_conversation(serve))
-    # The main agent's turns ran in the chat turn host beside daphne, not in daphne itself.
-    daphne = _descendants(serve.process.pid, "daphne")
-    assert len(daphne) == 1
-    assert len(_descendants(daphne[0], "openhive.chat.turnhost")) == 1
+    # The main agent's turns ran in the chat turn host beside the web server, not in it.
+    web = _descendants(serve.process.pid, "openhive.webserver")
+    assert len(web) == 1
+    assert len(_descendants(web[0], "openhive.chat.turnhost")) == 1
     events = [m for m in seen if m["type"] == "event"]
     assert {"event": "tool_call", "name": "spawn_team"}.items() <= events[0].items()
 

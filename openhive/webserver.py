@@ -1,0 +1,43 @@
+"""The web process `serve` runs: uvicorn, on uvloop with httptools, serving openhive.asgi.
+
+    python -m openhive.webserver HOST PORT [MODULE:APP]
+
+Why uvicorn where the design first named daphne: 500 chat sockets sending at once (the same
+client, benchmarks/chat_sockets.py, the same hour) were acked at p99 100-171 ms on daphne and
+63-74 ms here; a bare echo socket at 80-125 ms on daphne and 43-49 ms here. daphne stays
+installed: Channels' live-server tests run on it.
+
+uvicorn's logging is left to Django's (the formats, the scrubbing filter, the levels set in
+settings), and its access log is off: it prints query strings, API tokens included, as they
+come. openhive.core.accesslog logs each request scrubbed instead."""
+
+from __future__ import annotations
+
+import sys
+
+import uvicorn
+
+# Less than serve's STOP_GRACE_SECONDS: open sockets are closed (1012, going away) and their
+# consumers get this long to end before the process exits on its own.
+SHUTDOWN_SECONDS = 2
+
+
+def main(argv: list[str]) -> None:
+    host, port = argv[0], int(argv[1])
+    app = argv[2] if len(argv) > 2 else "openhive.asgi:application"  # a benchmark's wrapper
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        ws="websockets-sansio",
+        lifespan="off",  # Channels' router has no lifespan protocol
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
