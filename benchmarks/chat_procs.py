@@ -1,16 +1,23 @@
-"""Process-level helpers of benchmarks/chat_sockets.py: the web process's (and its turn
-host's) RSS and CPU time, and the burst run from several client processes at once."""
+"""Process-level helpers of benchmarks/chat_sockets.py: the web process started as serve
+starts it, its (and its turn host's) RSS, CPU time and full garbage collections, and the burst
+run from several client processes at once."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 
-def _pct(values: list[float], p: float) -> float:
+
+def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
@@ -52,7 +59,7 @@ def burst_spread(
     acks = [a for pipe in pipes for a in pipe.recv()]
     for child in children:
         child.join()
-    return {"ack_p50": _pct(acks, 50), "ack_p99": _pct(acks, 99), "ack_max": max(acks)}
+    return {"ack_p50": pct(acks, 50), "ack_p99": pct(acks, 99), "ack_max": max(acks)}
 
 
 def _cpu_s(pid: int) -> float:
@@ -86,10 +93,65 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def memory(daphne_pid: int) -> dict[str, float]:
-    figures = {"web": _rss_mb(daphne_pid)}
-    for child in _children(daphne_pid):
+def memory(web_pid: int) -> dict[str, float]:
+    figures = {"web": _rss_mb(web_pid)}
+    for child in _children(web_pid):
         with contextlib.suppress(OSError):
             if b"turnhost" in Path(f"/proc/{child}/cmdline").read_bytes():
                 figures["turn host"] = _rss_mb(child)
     return figures
+
+
+def start_web(data_dir: Path, port: int) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "OPENHIVE_DATA_DIR": str(data_dir),
+        "OPENHIVE_PRELOAD_LLM": "now",
+        "BENCH_GC_LOG": str(data_dir / "gc.json"),
+    }
+    env.setdefault("OPENHIVE_LOG_LEVEL", "WARNING")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            # BENCH_PROFILE=<file>: the web process's main thread (its event loop) under cProfile.
+            *(
+                ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]]
+                if "BENCH_PROFILE" in os.environ
+                else []
+            ),
+            "-m",
+            "openhive.webserver",  # as serve runs it
+            "127.0.0.1",
+            str(port),
+            "benchmarks.chat_echo_asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    import httpx
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise SystemExit("the web server did not start")
+
+
+def full_collections(path: Path) -> str:
+    """The web process's full garbage collections over the whole run (chat_echo_asgi.py)."""
+    try:
+        seen = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "web process full collections: none recorded"
+    return (
+        f"web process full collections: {seen['count']}, longest {seen['longest_ms']:.1f} ms "
+        f"(each delays every ack pending meanwhile; openhive.core.heap keeps the objects "
+        f"loaded at start-up out of them)"
+    )

@@ -28,7 +28,6 @@ import os
 import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +36,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.chat_procs import burst_spread, memory, server_cpu  # noqa: E402
+from benchmarks.chat_procs import (  # noqa: E402
+    burst_spread,
+    full_collections,
+    memory,
+    pct,
+    server_cpu,
+    start_web,
+)
 
 SERVER_PID = 0
 ACKED: dict = {}
@@ -47,11 +53,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def prepare(data_dir: Path, users: int) -> list[tuple[str, str]]:
@@ -90,61 +91,6 @@ def prepare(data_dir: Path, users: int) -> list[tuple[str, str]]:
     for user in User.objects.filter(username__startswith="bench-").order_by("pk")[:users]:
         out.append((f"ws:user:{user.pk}", api_token_create(username=user.username)[1]))
     return out
-
-
-def start_web(data_dir: Path, port: int) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "OPENHIVE_DATA_DIR": str(data_dir),
-        "OPENHIVE_PRELOAD_LLM": "now",
-        "BENCH_GC_LOG": str(data_dir / "gc.json"),
-    }
-    env.setdefault("OPENHIVE_LOG_LEVEL", "WARNING")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            # BENCH_PROFILE=<file>: the web process's main thread (its event loop) under cProfile.
-            *(
-                ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]]
-                if "BENCH_PROFILE" in os.environ
-                else []
-            ),
-            "-m",
-            "openhive.webserver",  # as serve runs it
-            "127.0.0.1",
-            str(port),
-            "benchmarks.chat_echo_asgi:application",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    import httpx
-
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise SystemExit("the web server did not start")
-
-
-def full_collections(path: Path) -> str:
-    """The web process's full garbage collections over the whole run (chat_echo_asgi.py)."""
-    try:
-        seen = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return "web process full collections: none recorded"
-    return (
-        f"web process full collections: {seen['count']}, longest {seen['longest_ms']:.1f} ms "
-        f"(each delays every ack pending meanwhile; openhive.core.heap keeps the objects "
-        f"loaded at start-up out of them)"
-    )
 
 
 class Client:
@@ -280,11 +226,11 @@ async def run_level(
     return {
         "sockets": len(clients),
         "connect_s": connect_s,
-        "paced_p50": _pct(paced, 50),
-        "paced_p99": _pct(paced, 99),
+        "paced_p50": pct(paced, 50),
+        "paced_p99": pct(paced, 99),
         "paced_rate": len(paced) / paced_s,
-        "ack_p50": _pct(acks, 50),
-        "ack_p99": _pct(acks, 99),
+        "ack_p50": pct(acks, 50),
+        "ack_p99": pct(acks, 99),
         "ack_max": max(acks),
         "msgs_per_s": len(acks) / chat_s,
         "fanout_s": fan_s,
@@ -323,7 +269,7 @@ async def flood(url: str, origin: str, user: tuple[str, str], count: int) -> dic
     await client.answers(len(acks))
     answered_s = time.perf_counter() - t0
     await client.close()
-    return {"acked": len(acks), "busy": busy, "p99": _pct(acks, 99), "answered_s": answered_s}
+    return {"acked": len(acks), "busy": busy, "p99": pct(acks, 99), "answered_s": answered_s}
 
 
 async def many_messages(url: str, origin: str, users: list[tuple[str, str]], total: int) -> float:

@@ -3,9 +3,10 @@
     python -m openhive.webserver HOST PORT [MODULE:APP]
 
 Why uvicorn where the design first named daphne: 500 chat sockets sending at once (the same
-client, benchmarks/chat_sockets.py, the same hour) were acked at p99 100-171 ms on daphne and
-63-74 ms here; a bare echo socket at 80-125 ms on daphne and 43-49 ms here. daphne stays
-installed: Channels' live-server tests run on it.
+client, benchmarks/chat_sockets.py, the same day) were acked at p99 100-171 ms on daphne and
+70-86 ms here; a bare echo socket at 80-125 ms on daphne and 55-67 ms here. daphne stays
+installed for whoever serves the app with it (openhive.chat.close_reason patches its close
+frames when it is loaded).
 
 uvicorn's logging is left to Django's (the formats, the scrubbing filter, the levels set in
 settings), and its access log is off: it prints query strings, API tokens included, as they
