@@ -180,12 +180,11 @@ _PLAIN_VALUES = frozenset({str, int, bool, type(None)})
 
 
 @functools.cache
-def _columns(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field, bool], ...]]:
+def _columns(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field, str], ...]]:
     fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
     quote = connection.ops.quote_name
     names = ", ".join(quote(f.column) for f in fields)
-    plain = tuple((f, isinstance(f, _PLAIN_FIELDS)) for f in fields)
-    return f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ", plain
+    return f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ", _kinds(fields)
 
 
 def _insert(model: type[models.Model], rows: list[dict]) -> tuple[str, list]:
@@ -195,15 +194,33 @@ def _insert(model: type[models.Model], rows: list[dict]) -> tuple[str, list]:
             return _insert_recordset(sql, kinds, rows)
     head, fields = _columns(model)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    # The connection itself, not the proxy that looks it up on every attribute read.
+    conn = transaction.get_connection()
+    ops = conn.ops
     params: list = []
     for row in rows:
-        for field, plain in fields:
+        for field, kind in fields:
             value = row[field.attname] if field.attname in row else field.get_default()
-            if plain and type(value) in _PLAIN_VALUES:
-                params.append(value)
+            if type(value) in _PLAIN_VALUES and (kind == "plain" or value is None):
+                params.append(value)  # None is NULL for every kind, a JSON column's too
+            elif kind == "json" and type(value) in _JSON_VALUES:
+                # What the field's own preparation ends in for plain data.
+                params.append(ops.adapt_json_value(value, None))
+            elif kind == "moment" and type(value) is datetime and value.tzinfo is not None:
+                params.append(ops.adapt_datetimefield_value(value))
             else:
-                params.append(field.get_db_prep_save(value, connection))
+                params.append(field.get_db_prep_save(value, conn))
     return head + ", ".join([row_sql] * len(rows)), params
+
+
+# Values a JSON column without an encoder of its own stores as json.dumps gives them.
+_JSON_VALUES = frozenset({dict, list, str, int, float, bool})
+
+
+def _kinds(fields: tuple[models.Field, ...]) -> tuple[tuple[models.Field, str], ...]:
+    """How each column's value is prepared: as it is (plain), by json.dumps (json), as an
+    aware moment (moment, with time zones on), or by the field (prepared)."""
+    return tuple((f, _kind(f)) for f in fields)
 
 
 @functools.cache
@@ -225,13 +242,14 @@ def _recordset(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field
         f"FROM jsonb_to_recordset(%s::jsonb) AS r({columns})"
     )
     # A JSON column's value is nested as it is (the ORM sends json.dumps of it, too).
-    kinds = tuple((f, _kind(f)) for f in fields)
-    return sql, kinds
+    return sql, _kinds(fields)
 
 
 def _kind(field: models.Field) -> str:
     if isinstance(field, models.JSONField):
-        return "json"
+        return "prepared" if field.encoder else "json"
+    if isinstance(field, models.DateTimeField) and settings.USE_TZ:
+        return "moment"
     return "plain" if isinstance(field, _PLAIN_FIELDS) else "prepared"
 
 
@@ -247,7 +265,9 @@ def _insert_recordset(sql: str, fields: tuple, rows: list[dict]) -> tuple[str, l
         values = {}
         for field, kind in fields:
             value = row[field.attname] if field.attname in row else field.get_default()
-            if kind != "json" and not (kind == "plain" and type(value) in _PLAIN_VALUES):
+            if kind == "moment" and type(value) is datetime and value.tzinfo is not None:
+                value = value.isoformat()  # what the ORM sends, as text
+            elif kind != "json" and not (kind == "plain" and type(value) in _PLAIN_VALUES):
                 # The value the ORM would send (an aware datetime, a Decimal), as text that
                 # the column's type reads back exactly.
                 value = field.get_db_prep_save(value, connection)
