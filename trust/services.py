@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from openhive.core.errors import DomainError, NotFound
+from openhive.core.rows import insert_statement
 
 from .gate import DENY_RESPOND, Decision, Sender, channel_type_of, trust_evaluate
 from .models import ApiToken, SenderTrust, TrustAuditLog
@@ -239,23 +240,25 @@ def trust_gate_decide_many(senders: list[Sender]) -> list[Decision]:
 
 
 def trust_audit_record_many(entries: list[tuple[Sender, Decision]]) -> None:
-    """`trust_audit_record` for many decisions, in one insert."""
+    """`trust_audit_record` for many decisions, in one insert (built by `insert_statement`: a
+    chat burst's 200 rows through bulk_create cost the web process a third of each ack)."""
     if not entries:
         return
+    now = timezone.now()
+    rows = [
+        {
+            "channel_type": sender.channel_type,
+            "channel_id": sender.channel_id[:200],
+            "sender_id": sender.sender_id[:200],
+            "sender_asserted": sender.asserted,
+            "decision": decision.label,
+            "reason": decision.reason,
+            "created_at": now,
+        }
+        for sender, decision in entries
+    ]
     try:
-        with transaction.atomic():  # a savepoint, as in trust_audit_record
-            TrustAuditLog.objects.bulk_create(
-                [
-                    TrustAuditLog(
-                        channel_type=sender.channel_type,
-                        channel_id=sender.channel_id[:200],
-                        sender_id=sender.sender_id[:200],
-                        sender_asserted=sender.asserted,
-                        decision=decision.label,
-                        reason=decision.reason,
-                    )
-                    for sender, decision in entries
-                ]
-            )
+        with transaction.atomic(), connection.cursor() as cursor:  # a savepoint, as before
+            cursor.execute(*insert_statement(TrustAuditLog, rows))
     except DatabaseError:
         logger.exception("trust gate: could not write the audit rows")

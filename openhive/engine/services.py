@@ -3,8 +3,6 @@ session records."""
 
 from __future__ import annotations
 
-import functools
-import json
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -14,6 +12,7 @@ from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
 from openhive.core.db import NO_FLUSH_WAIT, insert_after, reconnecting, statements_in_one_query
+from openhive.core.rows import insert_instances, insert_statement
 
 from .models import LEADER, EngineLease, LlmExchange, Session, ToolCall, WorkerBeat
 
@@ -92,15 +91,7 @@ def insert_returning(instance: models.Model) -> None:
     if pre_save.has_listeners(model) or post_save.has_listeners(model):
         instance.save(force_insert=True)
         return
-    meta = instance._meta
-    # pre_save gives each field's value as save() would store it (auto_now_add sets it).
-    row = {f.attname: f.pre_save(instance, True) for f in meta.concrete_fields if not f.primary_key}
-    sql, params = _insert(model, [row])
-    with connection.cursor() as cursor:
-        cursor.execute(f"{sql} RETURNING {connection.ops.quote_name(meta.pk.column)}", params)
-        instance.pk = cursor.fetchone()[0]
-    instance._state.adding = False
-    instance._state.db = connection.alias
+    insert_instances([instance])
 
 
 # What a step leaves on the session row: its running totals, and at the end how it stopped.
@@ -127,10 +118,10 @@ def session_record_step(
     statements = []
     if exchanges:
         rows = [{"created_at": now, **e, "session_id": session.pk} for e in exchanges]
-        statements.append(_insert(LlmExchange, rows))
+        statements.append(insert_statement(LlmExchange, rows))
     if tool_calls:
         rows = [{"created_at": now, **r, "tool": r["tool"][:100]} for r in tool_calls]
-        statements.append(_insert(ToolCall, rows))
+        statements.append(insert_statement(ToolCall, rows))
     for name, value in fields.items():
         setattr(session, name, value)
     if fields:
@@ -165,117 +156,6 @@ def _may_skip_flush_wait() -> bool:
         and not settings.OPENHIVE["SESSION_SYNC_COMMIT"]
         and not connection.in_atomic_block
     )
-
-
-# A step's rows are written by statements built here, with each value prepared by its field as
-# the ORM prepares it: the ORM's per-row machinery (model instances, query compilation, save
-# signals, none of which these tables use) cost more than the writes.
-
-
-# Fields whose value, when it is already of one of these types, goes to the driver as it is:
-# preparing it through the field changes nothing (text, numbers, flags, foreign keys).
-_PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField,
-                 models.ForeignKey)  # fmt: skip
-_PLAIN_VALUES = frozenset({str, int, bool, type(None)})
-
-
-@functools.cache
-def _columns(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field, str], ...]]:
-    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
-    quote = connection.ops.quote_name
-    names = ", ".join(quote(f.column) for f in fields)
-    return f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ", _kinds(fields)
-
-
-def _insert(model: type[models.Model], rows: list[dict]) -> tuple[str, list]:
-    if connection.vendor == "postgresql":
-        sql, kinds = _recordset(model)
-        if sql:
-            return _insert_recordset(sql, kinds, rows)
-    head, fields = _columns(model)
-    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    # The connection itself, not the proxy that looks it up on every attribute read.
-    conn = transaction.get_connection()
-    ops = conn.ops
-    params: list = []
-    for row in rows:
-        for field, kind in fields:
-            value = row[field.attname] if field.attname in row else field.get_default()
-            if type(value) in _PLAIN_VALUES and (kind == "plain" or value is None):
-                params.append(value)  # None is NULL for every kind, a JSON column's too
-            elif kind == "json" and type(value) in _JSON_VALUES:
-                # What the field's own preparation ends in for plain data.
-                params.append(ops.adapt_json_value(value, None))
-            elif kind == "moment" and type(value) is datetime and value.tzinfo is not None:
-                params.append(ops.adapt_datetimefield_value(value))
-            else:
-                params.append(field.get_db_prep_save(value, conn))
-    return head + ", ".join([row_sql] * len(rows)), params
-
-
-# Values a JSON column without an encoder of its own stores as json.dumps gives them.
-_JSON_VALUES = frozenset({dict, list, str, int, float, bool})
-
-
-def _kinds(fields: tuple[models.Field, ...]) -> tuple[tuple[models.Field, str], ...]:
-    """How each column's value is prepared: as it is (plain), by json.dumps (json), as an
-    aware moment (moment, with time zones on), or by the field (prepared)."""
-    return tuple((f, _kind(f)) for f in fields)
-
-
-@functools.cache
-def _recordset(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field, str], ...]]:
-    """PostgreSQL: an INSERT of rows sent as one JSON document (`jsonb_to_recordset`). Its text
-    is the same for any number of rows, so psycopg parses it once per process (a VALUES list
-    is a new text per row count, and past 4 KB never cached), and the rows' values are one
-    `json.dumps`, not a quoted literal per value. Columns are read as their base types (text,
-    not varchar(n), whose cast would cut a long value): the column's own assignment refuses
-    one, as for a VALUES list. '' when a JSON column has an encoder of its own."""
-    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
-    if any(getattr(f, "encoder", None) for f in fields if isinstance(f, models.JSONField)):
-        return "", ()
-    quote = connection.ops.quote_name
-    names = ", ".join(quote(f.column) for f in fields)
-    columns = ", ".join(f"{quote(f.column)} {_base_type(f)}" for f in fields)
-    sql = (
-        f"INSERT INTO {quote(model._meta.db_table)} ({names}) SELECT {names} "
-        f"FROM jsonb_to_recordset(%s::jsonb) AS r({columns})"
-    )
-    # A JSON column's value is nested as it is (the ORM sends json.dumps of it, too).
-    return sql, _kinds(fields)
-
-
-def _kind(field: models.Field) -> str:
-    if isinstance(field, models.JSONField):
-        return "prepared" if field.encoder else "json"
-    if isinstance(field, models.DateTimeField) and settings.USE_TZ:
-        return "moment"
-    return "plain" if isinstance(field, _PLAIN_FIELDS) else "prepared"
-
-
-def _base_type(field: models.Field) -> str:
-    db_type = field.db_type(connection) or "text"
-    base = db_type.split("(", 1)[0].strip()
-    return "text" if base in ("varchar", "char") else base
-
-
-def _insert_recordset(sql: str, fields: tuple, rows: list[dict]) -> tuple[str, list]:
-    document = []
-    for row in rows:
-        values = {}
-        for field, kind in fields:
-            value = row[field.attname] if field.attname in row else field.get_default()
-            if kind == "moment" and type(value) is datetime and value.tzinfo is not None:
-                value = value.isoformat()  # what the ORM sends, as text
-            elif kind != "json" and not (kind == "plain" and type(value) in _PLAIN_VALUES):
-                # The value the ORM would send (an aware datetime, a Decimal), as text that
-                # the column's type reads back exactly.
-                value = field.get_db_prep_save(value, connection)
-                if value is not None and type(value) not in _PLAIN_VALUES:
-                    value = value.isoformat() if isinstance(value, datetime) else str(value)
-            values[field.column] = value
-        document.append(values)
-    return sql, [json.dumps(document)]
 
 
 def _update(instance: models.Model, names: list[str]) -> tuple[str, list]:

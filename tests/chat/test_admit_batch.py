@@ -64,6 +64,24 @@ def test_a_batch_admits_each_message_by_its_own_decision_and_topic(
 
 @pytest.mark.django_db
 @pytest.mark.usefixtures("policy")
+def test_each_admitted_message_is_the_row_stored_under_its_id_and_audited():
+    """The batch's rows go in by one statement that bypasses bulk_create: each returned
+    message carries the id of its own row, and the audit rows hold what the gate decided."""
+    Message.objects.create(channel_id="ws:user:9", role=Message.Role.USER, content="before")
+    senders = [Sender(f"ws:user:{n}", f"user{n}") for n in range(5)] + [Sender("ws:x", "eve")]
+    results = chat_receive_many([Admission(s, f"text {s.sender_id}") for s in senders])
+    for sender, result in zip(senders, results, strict=True):
+        stored = Message.objects.get(pk=result.message.pk)
+        assert (stored.sender_id, stored.content) == (sender.sender_id, f"text {sender.sender_id}")
+        assert stored.trust_decision == result.decision.label and stored.created_at is not None
+        assert stored.created_at == result.message.created_at and stored.topic_id is None
+    audit = list(TrustAuditLog.objects.order_by("id").values_list("sender_id", "decision"))
+    assert audit == [(r.message.sender_id, r.decision.label) for r in results]
+    assert TrustAuditLog.objects.filter(created_at__isnull=True).count() == 0
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("policy")
 def test_stored_grants_decide_in_a_batch_as_they_do_alone():
     for sender_id, channel_id, level in (
         ("eve", "", "trusted"),  # the denylist still wins

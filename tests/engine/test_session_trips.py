@@ -15,8 +15,9 @@ from pydantic import BaseModel
 
 from openhive.core import registry, scrubbing
 from openhive.core.db import NO_FLUSH_WAIT
+from openhive.core.rows import insert_statement
 from openhive.engine.models import LlmExchange, Session, ToolCall
-from openhive.engine.services import _insert, session_open, session_record_step
+from openhive.engine.services import session_open, session_record_step
 from teams.agent import run_team_session
 from vault import crypto
 from vault.models import VaultEntry
@@ -152,8 +153,8 @@ def _exchange(turn: int, **extra: object) -> dict:
 
 
 def test_the_steps_rows_are_written_by_a_text_that_does_not_depend_on_their_number():
-    one = _insert(LlmExchange, [_exchange(1)])[0]
-    three = _insert(LlmExchange, [_exchange(n) for n in (1, 2, 3)])[0]
+    one = insert_statement(LlmExchange, [_exchange(1)])[0]
+    three = insert_statement(LlmExchange, [_exchange(n) for n in (1, 2, 3)])[0]
     if connection.vendor == "postgresql":
         # One JSON document of rows: a VALUES list was a new text (and a new parse) per row
         # count, and its values one quoted literal each.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from openhive.core.rows import insert_instances
 from openhive.core.scrubbing import scrub
 
 from ..models import Message, Topic
@@ -58,19 +59,21 @@ def message_rescrub(*, message_id: int) -> None:
 
 
 def message_admit_many(admissions: list[dict]) -> list[Message]:
-    """`message_admit` for many messages in one insert (each dict holds its arguments)."""
-    return Message.objects.bulk_create(
-        [
-            Message(
-                topic=None,
-                channel_id=a["channel_id"],
-                sender_id=a["sender_id"],
-                sender_asserted=a["sender_asserted"],
-                role=Message.Role.USER,
-                content=scrub(a["content"]),
-                trust_decision=a["trust_decision"],
-                trust_reason=a["trust_reason"],
-            )
-            for a in admissions
-        ]
-    )
+    """`message_admit` for many messages in one insert (each dict holds its arguments), built by
+    `insert_instances`: through bulk_create, a chat burst's rows cost the web process a third
+    of each ack."""
+    messages = [
+        Message(
+            topic=None,
+            channel_id=a["channel_id"],
+            sender_id=a["sender_id"],
+            sender_asserted=a["sender_asserted"],
+            role=Message.Role.USER,
+            content=scrub(a["content"]),
+            trust_decision=a["trust_decision"],
+            trust_reason=a["trust_reason"],
+        )
+        for a in admissions
+    ]
+    insert_instances(messages)
+    return messages

@@ -1,0 +1,154 @@
+"""Rows written by one INSERT built here, each value prepared as the ORM would prepare it.
+
+The ORM's per-row machinery (model instances, query compilation with a placeholder per value,
+save signals) cost more than the writes themselves for the rows written most often: a
+session's exchanges and audit rows, and a chat burst's trust decisions. Models written this
+way have no save signal receivers; `insert_statement` gives the SQL and its parameters, the
+caller runs it (alone, or joined with other statements in one query)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection, models, transaction
+from django.utils import timezone
+
+# Fields whose value, when it is already of one of these types, goes to the driver as it is:
+# preparing it through the field changes nothing (text, numbers, flags, foreign keys).
+_PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField,
+                 models.ForeignKey)  # fmt: skip
+_PLAIN_VALUES = frozenset({str, int, bool, type(None)})
+
+
+@functools.cache
+def _columns(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field, str], ...]]:
+    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(f.column) for f in fields)
+    return f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ", _kinds(fields)
+
+
+def insert_statement(model: type[models.Model], rows: list[dict]) -> tuple[str, list]:
+    """The INSERT of `rows` (each a dict of field attnames; a field left out gets its default,
+    or now for an auto_now(_add) timestamp) and its parameters."""
+    if connection.vendor == "postgresql":
+        sql, kinds = _recordset(model)
+        if sql:
+            return _insert_recordset(sql, kinds, rows)
+    head, fields = _columns(model)
+    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    # The connection itself, not the proxy that looks it up on every attribute read.
+    conn = transaction.get_connection()
+    ops = conn.ops
+    params: list = []
+    for row in rows:
+        for field, kind in fields:
+            value = row[field.attname] if field.attname in row else _default(field)
+            if type(value) in _PLAIN_VALUES and (kind == "plain" or value is None):
+                params.append(value)  # None is NULL for every kind, a JSON column's too
+            elif kind == "json" and type(value) in _JSON_VALUES:
+                # What the field's own preparation ends in for plain data.
+                params.append(ops.adapt_json_value(value, None))
+            elif kind == "moment" and type(value) is datetime and value.tzinfo is not None:
+                params.append(ops.adapt_datetimefield_value(value))
+            else:
+                params.append(field.get_db_prep_save(value, conn))
+    return head + ", ".join([row_sql] * len(rows)), params
+
+
+# Values a JSON column without an encoder of its own stores as json.dumps gives them.
+_JSON_VALUES = frozenset({dict, list, str, int, float, bool})
+
+
+def _kinds(fields: tuple[models.Field, ...]) -> tuple[tuple[models.Field, str], ...]:
+    """How each column's value is prepared: as it is (plain), by json.dumps (json), as an
+    aware moment (moment, with time zones on), or by the field (prepared)."""
+    return tuple((f, _kind(f)) for f in fields)
+
+
+@functools.cache
+def _recordset(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field, str], ...]]:
+    """PostgreSQL: an INSERT of rows sent as one JSON document (`jsonb_to_recordset`). Its text
+    is the same for any number of rows, so psycopg parses it once per process (a VALUES list
+    is a new text per row count, and past 4 KB never cached), and the rows' values are one
+    `json.dumps`, not a quoted literal per value. Columns are read as their base types (text,
+    not varchar(n), whose cast would cut a long value): the column's own assignment refuses
+    one, as for a VALUES list. '' when a JSON column has an encoder of its own."""
+    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
+    if any(getattr(f, "encoder", None) for f in fields if isinstance(f, models.JSONField)):
+        return "", ()
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(f.column) for f in fields)
+    columns = ", ".join(f"{quote(f.column)} {_base_type(f)}" for f in fields)
+    sql = (
+        f"INSERT INTO {quote(model._meta.db_table)} ({names}) SELECT {names} "
+        f"FROM jsonb_to_recordset(%s::jsonb) AS r({columns})"
+    )
+    # A JSON column's value is nested as it is (the ORM sends json.dumps of it, too).
+    return sql, _kinds(fields)
+
+
+def _kind(field: models.Field) -> str:
+    if isinstance(field, models.JSONField):
+        return "prepared" if field.encoder else "json"
+    if isinstance(field, models.DateTimeField) and settings.USE_TZ:
+        return "moment"
+    return "plain" if isinstance(field, _PLAIN_FIELDS) else "prepared"
+
+
+def _base_type(field: models.Field) -> str:
+    db_type = field.db_type(connection) or "text"
+    base = db_type.split("(", 1)[0].strip()
+    return "text" if base in ("varchar", "char") else base
+
+
+def _insert_recordset(sql: str, fields: tuple, rows: list[dict]) -> tuple[str, list]:
+    document = []
+    for row in rows:
+        values = {}
+        for field, kind in fields:
+            value = row[field.attname] if field.attname in row else _default(field)
+            if kind == "moment" and type(value) is datetime and value.tzinfo is not None:
+                value = value.isoformat()  # what the ORM sends, as text
+            elif kind != "json" and not (kind == "plain" and type(value) in _PLAIN_VALUES):
+                # The value the ORM would send (an aware datetime, a Decimal), as text that
+                # the column's type reads back exactly.
+                value = field.get_db_prep_save(value, connection)
+                if value is not None and type(value) not in _PLAIN_VALUES:
+                    value = value.isoformat() if isinstance(value, datetime) else str(value)
+            values[field.column] = value
+        document.append(values)
+    return sql, [json.dumps(document)]
+
+
+def _default(field: models.Field) -> object:
+    if getattr(field, "auto_now_add", False) or getattr(field, "auto_now", False):
+        return timezone.now()
+    return field.get_default()
+
+
+
+def insert_instances(instances: list[models.Model]) -> None:
+    """INSERT new instances of one model (with an auto-incremented key) in one statement and
+    set their keys, as bulk_create does and without its per-value query compilation. Each
+    field's value is the one save() would store (auto_now_add stamps it). No save signal is
+    sent, as by bulk_create."""
+    if not instances:
+        return
+    meta = instances[0]._meta
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    rows = [{f.attname: f.pre_save(instance, True) for f in fields} for instance in instances]
+    sql, params = insert_statement(type(instances[0]), rows)
+    conn = transaction.get_connection()
+    with conn.cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {conn.ops.quote_name(meta.pk.column)}", params)
+        # Keys are handed out as the rows go in, in the rows' order: sorted, they pair up
+        # whatever order RETURNING lists them in.
+        keys = sorted(row[0] for row in cursor.fetchall())
+    for instance, key in zip(instances, keys, strict=True):
+        instance.pk = key
+        instance._state.adding = False
+        instance._state.db = conn.alias
