@@ -93,6 +93,14 @@ class Host:
             os._exit(0)  # nobody to answer to
 
 
+def _stop(signum: int, _frame: object) -> None:
+    """A stop of the server reaches the web process and this host together. Exit at once and
+    quietly, as SIGTERM's default would, and on Ctrl-C too: not with a KeyboardInterrupt
+    trace, then a wait for the turns in flight that nobody will read. Their messages are
+    stored; what a turn had not committed is not written."""
+    os._exit(128 + signum)
+
+
 def main() -> None:
     fd = int(sys.argv[1])
     with contextlib.suppress(OSError, AttributeError):
@@ -108,7 +116,10 @@ def main() -> None:
     from django.conf import settings
 
     from . import turn  # noqa: F401  (import the turn path before the first call needs it)
+    from .turnpool import STOP_SIGNALS
 
+    for stop in STOP_SIGNALS:
+        signal.signal(stop, _stop)
     sock = socket.socket(fileno=fd)
     Host(sock, settings.OPENHIVE["CHAT_TURN_THREADS"]).run()
     # Turns still running have no one to answer to.

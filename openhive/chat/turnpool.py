@@ -24,6 +24,7 @@ import itertools
 import logging
 import os
 import pickle
+import signal
 import socket
 import struct
 import sys
@@ -45,6 +46,8 @@ logger = logging.getLogger(__name__)
 HEADER = struct.Struct("!I")
 # A frame is one pickled call, event or result; a turn's reply is far below this.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+# How long the web process waits for a host that closed its socket to exit, to say why it did.
+EXIT_WAIT_SECONDS = 2.0
 
 EventSink = Callable[[dict], None]
 
@@ -172,7 +175,9 @@ class ProcessTurns:
         except Exception:
             logger.exception("reading from the chat turn host failed")
         finally:
+            process = self.process
             self._host_gone()
+            await _report_exit(process)
 
     def _deliver(self, call_id: int, kind: str, value: Any) -> None:
         entry = self.pending.get(call_id)
@@ -204,8 +209,6 @@ class ProcessTurns:
             if not future.done():
                 future.set_exception(TurnHostGone("the chat turn host stopped during a turn"))
         self.pending.clear()
-        if self.process is not None and self.process.returncode is None:
-            logger.warning("lost contact with the chat turn host; a new one starts on demand")
 
     async def stop(self) -> None:
         if self.writer is not None:
@@ -217,6 +220,28 @@ class ProcessTurns:
                 await asyncio.wait_for(self.process.wait(), 10)
         if self.reader_task is not None:
             self.reader_task.cancel()
+
+
+async def _report_exit(process: asyncio.subprocess.Process | None) -> None:
+    """Say why the turn host went away. Stopping the server signals its whole process group,
+    the turn host with it, which is no news; anything else is worth a warning."""
+    if process is None:
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), EXIT_WAIT_SECONDS)
+    code = process.returncode
+    told = {128 + s for s in STOP_SIGNALS} | {-s for s in STOP_SIGNALS}
+    if code in told:
+        logger.info("the chat turn host stopped on a stop signal (exit status %s)", code)
+    elif code != 0:
+        why = "it has not exited" if code is None else f"exit status {code}"
+        logger.warning(
+            "lost contact with the chat turn host (%s); a new one starts on demand", why
+        )
+
+
+# The signals a stop sends (Ctrl-C, service managers): the turn host exits at once on either.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 _executors: dict[asyncio.AbstractEventLoop, ThreadTurns | ProcessTurns] = {}

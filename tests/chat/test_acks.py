@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
 
 import pytest
@@ -99,6 +100,37 @@ async def test_the_turn_host_is_another_process_and_is_replaced_when_it_dies(tur
     await turn_host.process.wait()
     again = await asyncio.wait_for(turn_host.call("ping", {}), 120)
     assert again["pid"] == turn_host.pid != answer["pid"]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+async def test_a_stop_signal_ends_the_turn_host_quietly_and_is_not_reported_as_lost(
+    turn_host, stop, caplog, capfd
+):
+    """Stopping the server signals its process group, the turn host too: it exits at once,
+    with no KeyboardInterrupt trace, and the web process logs the stop, not a lost host."""
+    await asyncio.wait_for(turn_host.call("ping", {}), 120)
+    host = turn_host.process
+    with caplog.at_level("INFO", logger="openhive.chat.turnpool"):
+        os.kill(host.pid, stop)
+        await asyncio.wait_for(host.wait(), 30)
+        await asyncio.wait_for(turn_host.reader_task, 30)
+    assert host.returncode == 128 + stop
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    stopped = f"the chat turn host stopped on a stop signal (exit status {128 + stop})"
+    assert ("INFO", stopped) in said
+    assert not [m for level, m in said if level == "WARNING"]
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
+
+
+async def test_a_turn_host_that_dies_otherwise_is_reported_as_lost(turn_host, caplog):
+    await asyncio.wait_for(turn_host.call("ping", {}), 120)
+    with caplog.at_level("INFO", logger="openhive.chat.turnpool"):
+        turn_host.process.kill()
+        await asyncio.wait_for(turn_host.reader_task, 30)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        "lost contact with the chat turn host (exit status -9); a new one starts on demand"
+    ]
 
 
 async def test_calls_running_when_the_host_dies_fail_instead_of_hanging():
