@@ -17,7 +17,9 @@ only SQLite. Figures:
   4. sessions (with --sessions N): the real `manage.py openhive worker` running a scripted
      one-turn session per task;
   5. enqueue -> session start p50/p99 with idle `openhive worker`s (goal p50 <= 20 ms).
-Throughput is tasks / (last finish - first start), so process start-up is not counted. Every
+Throughput is tasks / (last finish - first start); the worker processes (but `--sessions`' real
+`openhive worker`s) start claiming together once every one has set up Django and connected, so
+no worker's start-up is counted, nor competes for the cores with the others' claims. Every
 task is queued before the workers start, so --tasks is also the depth of the queue the claims
 read: `--tasks 20000` checks that a claim does not slow down as the queue grows.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -176,15 +179,49 @@ def span_rate(rows: list[tuple]) -> float:
     return len(rows) / seconds if seconds > 0 else float("inf")
 
 
-def run_processes(cmds: list[list[str]], env: dict[str, str], timeout: float) -> None:
+def run_processes(
+    cmds: list[list[str]], env: dict[str, str], timeout: float, *, gated: bool = False
+) -> None:
+    """Run the worker processes to their end. `gated`: this script's own workers, started
+    together once every one of them is up (`wait_for_start`)."""
+    gate = Path(tempfile.mkdtemp(prefix="openhive-gate-"))
+    env = {**env, START_GATE: str(gate)} if gated else env
     procs = [
         subprocess.Popen(c, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for c in cmds
     ]
-    for p in procs:
-        _, err = p.communicate(timeout=timeout)
-        if p.returncode != 0:
-            raise SystemExit(f"worker failed: {err.decode()[-2000:]}")
+    try:
+        deadline = time.monotonic() + timeout
+        while gated and len(list(gate.glob("ready-*"))) < len(procs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                break  # a worker that died says why below
+            time.sleep(0.01)
+        (gate / "go").touch()
+        for p in procs:
+            _, err = p.communicate(timeout=timeout)
+            if p.returncode != 0:
+                raise SystemExit(f"worker failed: {err.decode()[-2000:]}")
+    finally:
+        shutil.rmtree(gate, ignore_errors=True)
+
+
+START_GATE = "BENCH_START_GATE"
+
+
+def wait_for_start() -> None:
+    """In a worker process, once Django is set up and connected: say so, and wait until every
+    worker of the run is. Started one by one, the first workers claimed while the others were
+    importing Django on the same two cores (~1 s of CPU each), so the figure counted their
+    start-up too, though it is meant to count the queue alone."""
+    gate = os.environ.get(START_GATE)
+    if not gate:
+        return
+    from django.db import connection
+
+    connection.ensure_connection()
+    Path(gate, f"ready-{os.getpid()}").touch()
+    while not Path(gate, "go").exists():
+        time.sleep(0.002)
 
 
 def measure_ours(n: int, tasks: int, env: dict[str, str], *, mode: str, threads: int) -> float:
@@ -199,7 +236,7 @@ def measure_ours(n: int, tasks: int, env: dict[str, str], *, mode: str, threads:
         cmd = [sys.executable, __file__, flag, "--threads", str(threads)]
         if mode == "single":
             cmd.append("--one-end-per-commit")
-    run_processes([cmd] * n, env, timeout=900)
+    run_processes([cmd] * n, env, timeout=900, gated=mode != "sessions")
     rows = list(Task.objects.filter(status="done").values_list("started_at", "finished_at"))
     if len(rows) != tasks:
         failed = Task.objects.exclude(status="done").values_list("status", "result")[:3]
@@ -356,6 +393,10 @@ def main() -> None:
         import django
 
         django.setup()
+        import tasks.pull  # what the worker runs, imported before the start
+        import tasks.runner  # noqa: F401
+
+        wait_for_start()
         if args.batch_worker:
             batch_worker(args.threads, seconds_idle=1.5, group=not args.one_end_per_commit)
         else:
