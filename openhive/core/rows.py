@@ -2,9 +2,10 @@
 
 The ORM's per-row machinery (model instances, query compilation with a placeholder per value,
 save signals) cost more than the writes themselves for the rows written most often: a
-session's exchanges and audit rows, and a chat burst's trust decisions. Models written this
-way have no save signal receivers; `insert_statement` gives the SQL and its parameters, the
-caller runs it (alone, or joined with other statements in one query)."""
+session's exchanges and audit rows, and a chat burst's messages and trust decisions. No save
+signal is sent (bulk_create sends none either): the models written this way have no receivers.
+`insert_statement` gives the SQL and its parameters, which the caller runs alone or joined with
+other statements in one query; `insert_instances` runs it for new model instances."""
 
 from __future__ import annotations
 
@@ -128,7 +129,6 @@ def _default(field: models.Field) -> object:
     if getattr(field, "auto_now_add", False) or getattr(field, "auto_now", False):
         return timezone.now()
     return field.get_default()
-
 
 
 def insert_instances(instances: list[models.Model]) -> None:
