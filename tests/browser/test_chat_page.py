@@ -81,6 +81,9 @@ def test_results_events_and_failures_survive_a_reload(page, shoot):
     failed = thread.locator("li.event.failed")
     expect(failed).to_have_count(1)
     expect(failed).to_contain_text('spawn_team failed: team "ops" already exists')
+    # Its answer before the next question: one sent sooner shows above it live, while the
+    # stored thread puts each answer under its question (the comparison below would differ).
+    expect(thread).to_contain_text("The ops team exists already")
 
     # A team's result arrives through the outbox with its team, its task and a time.
     send(page, "ask ops to check the disks")
