@@ -239,11 +239,9 @@ def trust_gate_decide_many(senders: list[Sender]) -> list[Decision]:
     return [trust_evaluate(policy, sender, lookup) for sender in senders]
 
 
-def trust_audit_record_many(entries: list[tuple[Sender, Decision]]) -> None:
-    """`trust_audit_record` for many decisions, in one insert (built by `insert_statement`: a
-    chat burst's 200 rows through bulk_create cost the web process a third of each ack)."""
-    if not entries:
-        return
+def trust_audit_statement(entries: list[tuple[Sender, Decision]]) -> tuple[str, list]:
+    """The INSERT of the audit rows of many decisions (built by `insert_statement`), for a
+    caller that sends it with its own statements (`trust_audit_record_many` sends it alone)."""
     now = timezone.now()
     rows = [
         {
@@ -257,8 +255,16 @@ def trust_audit_record_many(entries: list[tuple[Sender, Decision]]) -> None:
         }
         for sender, decision in entries
     ]
+    return insert_statement(TrustAuditLog, rows)
+
+
+def trust_audit_record_many(entries: list[tuple[Sender, Decision]]) -> None:
+    """`trust_audit_record` for many decisions, in one insert (through bulk_create, a chat
+    burst's 200 rows cost the web process a third of each ack)."""
+    if not entries:
+        return
     try:
         with transaction.atomic(), connection.cursor() as cursor:  # a savepoint, as before
-            cursor.execute(*insert_statement(TrustAuditLog, rows))
+            cursor.execute(*trust_audit_statement(entries))
     except DatabaseError:
         logger.exception("trust gate: could not write the audit rows")

@@ -17,6 +17,8 @@ from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.db import DatabaseError, connection, connections
 
+from openhive.core.db import keep_connection_if_sound
+
 _DB_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chat-db")
 # Admissions (gate + store, before the ack) have a thread of their own: batched writes one at a
 # time, never queued behind an outbox delivery or a topic list.
@@ -26,10 +28,12 @@ _TURN_POOL = ThreadPoolExecutor(
 )
 
 
-def _keeping_connection(func: Callable[..., Any]) -> Callable[..., Any]:
+def _keeping_connection(func: Callable[..., Any], *, ping: bool = True) -> Callable[..., Any]:
     @functools.wraps(func)
     def run(*args: Any, **kwargs: Any) -> Any:
-        if connection.connection is not None and not connection.is_usable():
+        if not ping:
+            keep_connection_if_sound()  # asks the database only after an error on it
+        elif connection.connection is not None and not connection.is_usable():
             connection.close()
         try:
             return func(*args, **kwargs)
@@ -50,7 +54,11 @@ def db(func: Callable[..., Any]) -> SyncToAsync:
 
 @functools.lru_cache(maxsize=256)
 def on_admit_thread(func: Callable[..., Any]) -> SyncToAsync:
-    return SyncToAsync(_keeping_connection(func), thread_sensitive=False, executor=_ADMIT_POOL)
+    """`func` reconnects itself (`openhive.core.db.reconnecting`): a ping before each call
+    cost every batch of a burst one more round trip, each waiting for the GIL again."""
+    return SyncToAsync(
+        _keeping_connection(func, ping=False), thread_sensitive=False, executor=_ADMIT_POOL
+    )
 
 
 @functools.lru_cache(maxsize=256)

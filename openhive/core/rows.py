@@ -131,11 +131,17 @@ def _default(field: models.Field) -> object:
     return field.get_default()
 
 
-def insert_instances(instances: list[models.Model]) -> None:
+def insert_instances(
+    instances: list[models.Model], *, after: tuple[str, list] | None = None
+) -> None:
     """INSERT new instances of one model (with an auto-incremented key) in one statement and
     set their keys, as bulk_create does and without its per-value query compilation. Each
     field's value is the one save() would store (auto_now_add stamps it). No save signal is
-    sent, as by bulk_create."""
+    sent, as by bulk_create.
+
+    `after`: a statement (SQL, parameters; no result rows) sent first in the same query, where
+    `openhive.core.db.statements_in_one_query()` holds; outside a transaction, PostgreSQL runs
+    both as one."""
     if not instances:
         return
     meta = instances[0]._meta
@@ -143,8 +149,13 @@ def insert_instances(instances: list[models.Model]) -> None:
     rows = [{f.attname: f.pre_save(instance, True) for f in fields} for instance in instances]
     sql, params = insert_statement(type(instances[0]), rows)
     conn = transaction.get_connection()
+    sql = f"{sql} RETURNING {conn.ops.quote_name(meta.pk.column)}"
+    if after is not None:
+        sql, params = f"{after[0]}; {sql}", [*after[1], *params]
     with conn.cursor() as cursor:
-        cursor.execute(f"{sql} RETURNING {conn.ops.quote_name(meta.pk.column)}", params)
+        cursor.execute(sql, params)
+        while after is not None and cursor.nextset():  # the RETURNING is the last result
+            pass
         # Keys are handed out as the rows go in, in the rows' order: sorted, they pair up
         # whatever order RETURNING lists them in.
         keys = sorted(row[0] for row in cursor.fetchall())

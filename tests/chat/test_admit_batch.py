@@ -137,3 +137,76 @@ async def test_a_burst_from_one_socket_is_acked_and_stored_in_order(
         message = await communicator.receive_json_from(timeout=120)
         answers += message["type"] in ("response", "error")
     await communicator.disconnect()
+
+
+needs_one_query = pytest.mark.skipif(
+    "not __import__('openhive.core.db', fromlist=['x']).statements_in_one_query()",
+    reason="PostgreSQL with client-side binding takes several statements in one query",
+)
+
+
+@needs_one_query
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("policy")
+def test_on_postgresql_a_batch_is_stored_and_audited_in_one_query(django_assert_num_queries):
+    senders = [Sender(f"ws:user:{n}", f"user{n}") for n in range(50)]
+    chat_receive_many([Admission(Sender("ws:user:0", "first"), "loads the scrubber's secrets")])
+    Message.objects.all().delete()
+    TrustAuditLog.objects.all().delete()
+    # The stored grants (one read), then the audit rows and the messages together.
+    with django_assert_num_queries(2) as captured:
+        results = chat_receive_many([Admission(s, f"hi {s.sender_id}") for s in senders])
+    assert "trust_trustauditlog" in captured[-1]["sql"] and "chat_message" in captured[-1]["sql"]
+    assert [r.message.content for r in results] == [f"hi user{n}" for n in range(50)]
+    assert Message.objects.count() == 50 and TrustAuditLog.objects.count() == 50
+
+
+@needs_one_query
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("policy")
+def test_audit_rows_that_cannot_be_written_lose_no_message(monkeypatch, caplog):
+    """The one query fails as a whole; the batch is then written as before, the audit rows in
+    a savepoint of their own whose failure is logged, and every message is kept."""
+    from openhive.chat import admit
+    from trust import services as trust_services
+
+    def broken(entries):
+        return "INSERT INTO trust_no_such_table VALUES (1)", []
+
+    monkeypatch.setattr(admit, "trust_audit_statement", broken)
+    monkeypatch.setattr(trust_services, "trust_audit_statement", broken)
+    results = chat_receive_many([Admission(Sender("ws:user:1", "alice"), "still here")])
+    assert isinstance(results[0], Inbound) and results[0].message.pk is not None
+    assert list(Message.objects.values_list("content", flat=True)) == ["still here"]
+    assert TrustAuditLog.objects.count() == 0
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "in one query failed" in logged and "could not write the audit rows" in logged
+
+
+@needs_one_query
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("policy")
+def test_an_admission_thread_whose_connection_was_cut_reconnects_and_stores_the_message():
+    """The admit thread does not ping its connection before each batch: one cut while it idled
+    (a failover, a server restart) costs the next batch a reconnect, not the message."""
+    from asgiref.sync import async_to_sync
+    from django.db import connections
+
+    from openhive.chat import dbpool
+
+    admit_batch = async_to_sync(dbpool.on_admit_thread(chat_receive_many))
+    try:
+        first = admit_batch([Admission(Sender("ws:user:1", "alice"), "one")])
+        assert isinstance(first[0], Inbound)
+        with connections["default"].cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            assert cursor.fetchone()[0] >= 1
+        second = admit_batch([Admission(Sender("ws:user:1", "alice"), "two")])
+        assert isinstance(second[0], Inbound), second
+        stored = Message.objects.order_by("pk").values_list("content", flat=True)
+        assert list(stored) == ["one", "two"]
+    finally:
+        dbpool.close_db_connections()

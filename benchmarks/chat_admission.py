@@ -1,0 +1,107 @@
+"""What storing an inbound chat message costs before its ack, against one bare INSERT of the
+same row measured in the same run.
+
+    uv run python benchmarks/chat_admission.py [--rounds 400]
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/x uv run python benchmarks/chat_admission.py
+
+The admit thread runs the trust gate and writes the message with its audit row
+(`openhive.chat.admit`). Two figures:
+  - a lone message, handed to the admit thread as the socket does: its latency (p50, p90);
+  - a batch of 200 (a burst): wall and CPU time per message.
+The baseline is one INSERT of one message row on the same connection, in autocommit: the least
+any admission can cost. On PostgreSQL a batch is one query (one round trip), so the ratio to
+the baseline shows what is left besides the database's own work. No goal of its own: the
+ack goals are benchmarks/chat_sockets.py's; this one tells where an ack's time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+from harness import throwaway_django
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=400)
+    args = parser.parse_args()
+
+    with throwaway_django("openhive-admission-") as (_data, vendor):
+        from django.db import connection
+
+        from openhive.chat.admit import Admission, chat_receive_many
+        from openhive.chat.dbpool import close_db_connections, on_admit_thread
+        from openhive.chat.models import Message
+        from openhive.core.rows import insert_statement
+        from trust.gate import Sender
+
+        lone = [Admission(Sender("ws:user:1", "alice"), "hello")]
+        burst = [Admission(Sender(f"ws:user:{n}", f"user{n}"), f"hello {n}") for n in range(200)]
+        on_thread = on_admit_thread(chat_receive_many)
+
+        row = {"channel_id": "ws:user:1", "sender_id": "alice", "role": Message.Role.USER,
+               "content": "hello", "trust_decision": "allow"}  # fmt: skip
+        statement = insert_statement(Message, [row])  # built once: the database's part only
+
+        def bare_insert() -> None:
+            with connection.cursor() as cursor:
+                cursor.execute(*statement)
+
+        def timed(call, rounds: int) -> list[float]:
+            for _ in range(min(50, rounds)):
+                call()
+            out = []
+            for _ in range(rounds):
+                started = time.perf_counter()
+                call()
+                out.append(time.perf_counter() - started)
+            return sorted(out)
+
+        try:
+            base = timed(bare_insert, args.rounds)
+            alone = asyncio.run(_lone(on_thread, lone, args.rounds))
+            batches = max(10, args.rounds // 20)
+            for _ in range(5):
+                chat_receive_many(burst)
+            cpu, wall = time.process_time(), time.perf_counter()
+            for _ in range(batches):
+                chat_receive_many(burst)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        finally:
+            close_db_connections()
+
+        def p(values: list[float], q: float) -> float:
+            return values[min(len(values) - 1, int(q * len(values)))] * 1000
+
+        floor = statistics.median(base) * 1000
+        print(f"database: {vendor}; {args.rounds} rounds; baseline = one bare INSERT of one row")
+        print(f"baseline: p50 {floor:.3f} ms")
+        print(
+            f"lone message through the admit thread: p50 {p(alone, 0.5):.3f} ms, "
+            f"p90 {p(alone, 0.9):.3f} ms ({p(alone, 0.5) / floor:.1f}x the bare INSERT)"
+        )
+        per = wall / (batches * len(burst)) * 1000
+        print(
+            f"batch of {len(burst)}: {per:.4f} ms a message wall, "
+            f"{cpu / (batches * len(burst)) * 1000:.4f} ms CPU "
+            f"(one bare INSERT a message would be {floor / per:.0f}x that)"
+        )
+
+
+async def _lone(on_thread, lone: list, rounds: int) -> list[float]:
+    """As a socket awaits its admission: from a running event loop."""
+    for _ in range(min(50, rounds)):
+        await on_thread(lone)
+    out = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        await on_thread(lone)
+        out.append(time.perf_counter() - started)
+    return sorted(out)
+
+
+if __name__ == "__main__":
+    main()
