@@ -88,7 +88,9 @@ def chat_receive_many(admissions: list[Admission]) -> list[Inbound | DomainError
         return [error] * len(admissions)
 
 
-@reconnecting  # the admit thread's connection is not pinged first: one cut meanwhile
+# The admit thread's connection is not pinged before each batch: one cut meanwhile (a restart,
+# a failover) fails the batch's first statement, and this writes it again on a new connection.
+@reconnecting
 def _store(admissions: list[Admission]) -> list[Inbound | DomainError]:
     if statements_in_one_query():
         try:
@@ -134,8 +136,8 @@ def _eager_for_the_write_lock() -> Iterator[None]:
 def _admit_many(admissions: list[Admission], *, together: bool) -> list[Inbound | DomainError]:
     """`together`: the audit rows and the messages go in one query, which PostgreSQL runs as
     one transaction: one round trip for a batch, where BEGIN, a savepoint around the audit
-    rows, each INSERT and COMMIT took six. In a burst the admit thread waited for the event
-    loop's hold on the GIL after each of them."""
+    rows, its release, each INSERT and COMMIT took six (a lone message's admission on loopback:
+    1.7-1.8 ms before, 0.8 ms after; benchmarks/chat_admission.py)."""
     decisions = trust_gate_decide_many([a.sender for a in admissions])
     pairs = list(zip(admissions, decisions, strict=True))
     named = {a.topic_id for a, d in pairs if d.allowed and a.topic_id}
