@@ -10,8 +10,10 @@ The admit thread runs the trust gate and writes the message with its audit row
   - a batch of 200 (a burst): wall and CPU time per message.
 The baseline is one INSERT of one message row on the same connection, in autocommit: the least
 any admission can cost. On PostgreSQL a batch is one query (one round trip), so the ratio to
-the baseline shows what is left besides the database's own work. No goal of its own: the
-ack goals are benchmarks/chat_sockets.py's; this one tells where an ack's time goes.
+the baseline shows what is left besides the database's own work. A third line times a
+socket's read on a chat database thread (its topic list, `dbpool.db`) against the same read
+called directly. No goal of its own: the ack goals are benchmarks/chat_sockets.py's; this one
+tells where an ack's time goes.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ def main() -> None:
     with throwaway_django("openhive-admission-") as (_data, vendor):
         from django.db import connection
 
+        from openhive.chat import selectors
         from openhive.chat.admit import Admission, chat_receive_many
-        from openhive.chat.dbpool import close_db_connections, on_admit_thread
+        from openhive.chat.dbpool import close_db_connections, db, on_admit_thread
         from openhive.chat.models import Message
         from openhive.core.rows import insert_statement
         from trust.gate import Sender
@@ -63,6 +66,12 @@ def main() -> None:
         try:
             base = timed(bare_insert, args.rounds)
             alone = asyncio.run(_lone(on_thread, lone, args.rounds))
+            read_direct = timed(lambda: selectors.topics_for_channel(channel_id="ws:user:1"),
+                                args.rounds)  # fmt: skip
+            read_pooled = asyncio.run(
+                _lone(lambda _: db(selectors.topics_for_channel)(channel_id="ws:user:1"), [],
+                      args.rounds)
+            )  # fmt: skip
             batches = max(10, args.rounds // 20)
             for _ in range(5):
                 chat_receive_many(burst)
@@ -83,6 +92,10 @@ def main() -> None:
             f"lone message through the admit thread: p50 {p(alone, 0.5):.3f} ms, "
             f"p90 {p(alone, 0.9):.3f} ms ({p(alone, 0.5) / floor:.1f}x the bare INSERT)"
         )
+        print(
+            f"topic list on a chat database thread: p50 {p(read_pooled, 0.5):.3f} ms; called "
+            f"directly: p50 {p(read_direct, 0.5):.3f} ms"
+        )
         per = wall / (batches * len(burst)) * 1000
         print(
             f"batch of {len(burst)}: {per:.4f} ms a message wall, "
@@ -92,7 +105,7 @@ def main() -> None:
 
 
 async def _lone(on_thread, lone: list, rounds: int) -> list[float]:
-    """As a socket awaits its admission: from a running event loop."""
+    """As a socket awaits its admission (or a read): from a running event loop."""
     for _ in range(min(50, rounds)):
         await on_thread(lone)
     out = []

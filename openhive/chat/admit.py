@@ -88,8 +88,9 @@ def chat_receive_many(admissions: list[Admission]) -> list[Inbound | DomainError
         return [error] * len(admissions)
 
 
-# The admit thread's connection is not pinged before each batch: one cut meanwhile (a restart,
-# a failover) fails the batch's first statement, and this writes it again on a new connection.
+# The admit thread's connection is not pinged before each batch (dbpool): one cut meanwhile (a
+# restart, a failover) fails the batch's first statement, and this writes it again on a new
+# connection. What still fails becomes Unavailable, so dbpool's own retry never sees it.
 @reconnecting
 def _store(admissions: list[Admission]) -> list[Inbound | DomainError]:
     if statements_in_one_query():

@@ -210,3 +210,29 @@ def test_an_admission_thread_whose_connection_was_cut_reconnects_and_stores_the_
         assert list(stored) == ["one", "two"]
     finally:
         dbpool.close_db_connections()
+
+
+@needs_one_query
+@pytest.mark.django_db(transaction=True)
+def test_a_chat_database_thread_whose_connection_was_cut_reconnects_for_its_next_read():
+    """The socket's reads (topic lists, outbox, interceptions) are not preceded by a ping
+    either: a cut connection costs the next call a reconnect, not an error."""
+    from asgiref.sync import async_to_sync
+    from django.db import connections
+
+    from openhive.chat import dbpool, selectors
+
+    Topic.objects.create(channel_id="ws:user:1", name="kept")
+    topics = async_to_sync(dbpool.db(selectors.topics_for_channel))
+    try:
+        for _ in range(8):  # every pool thread opens its connection
+            assert [t.name for t in topics(channel_id="ws:user:1")] == ["kept"]
+        with connections["default"].cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        for _ in range(8):
+            assert [t.name for t in topics(channel_id="ws:user:1")] == ["kept"]
+    finally:
+        dbpool.close_db_connections()
