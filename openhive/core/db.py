@@ -25,7 +25,8 @@ from django.db import (
     models,
 )
 from django.db.models.signals import post_save, pre_save
-from django.db.models.sql import InsertQuery
+
+from openhive.core.rows import insert_instances
 
 logger = logging.getLogger(__name__)
 
@@ -130,29 +131,13 @@ def statements_in_one_query() -> bool:
 
 
 def insert_after(statement: str, instance: models.Model) -> bool:
-    """INSERT a new row the way `save()` does (the ORM compiles the statement: defaults,
-    auto_now_add, the returned key), sent in one query after `statement` (no parameters, no
-    result rows but one): one round trip where a transaction of both took four (BEGIN, each
-    statement, COMMIT). The text depends only on the model, so psycopg parses it once per
-    process. Only where `statements_in_one_query()`. False, and nothing sent, when the model
-    has save signal receivers (which only `save()` calls): the caller saves it instead."""
+    """INSERT a new row as `save()` would store it, sent in one query after `statement` (no
+    parameters, no result rows): one round trip where a transaction of both took four (BEGIN,
+    each statement, COMMIT). Only where `statements_in_one_query()`. False, and nothing sent,
+    when the model has save signal receivers (which only `save()` calls): the caller saves it
+    instead."""
     model = type(instance)
     if pre_save.has_listeners(model) or post_save.has_listeners(model):
         return False
-    meta = instance._meta
-    fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field]
-    query = InsertQuery(model)
-    query.insert_values(fields, [instance])
-    compiler = query.get_compiler(connection=connection)
-    compiler.returning_fields = meta.db_returning_fields
-    [(sql, params)] = compiler.as_sql()
-    with connection.cursor() as cursor:
-        cursor.execute(f"{statement}; {sql}", params)
-        while cursor.nextset():  # the INSERT's RETURNING is the last result
-            pass
-        returned = cursor.fetchone()
-    for field, value in zip(meta.db_returning_fields, returned, strict=True):
-        setattr(instance, field.attname, value)
-    instance._state.adding = False
-    instance._state.db = connection.alias
+    insert_instances([instance], after=(statement, []))
     return True
