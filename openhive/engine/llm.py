@@ -18,6 +18,7 @@ from typing import Any
 from openhive.core.heap import freeze_long_lived
 from openhive.engine import slim
 from openhive.engine.providers import ProviderProfile
+from openhive.engine.scripted import calling_team
 
 _lock = threading.Lock()
 _module: ModuleType | None = None
@@ -213,12 +214,11 @@ def complete(
     kwargs.setdefault("max_retries", 0)
     started = time.monotonic()
     try:
-        if on_delta is None:
-            response = litellm.completion(
-                messages=messages, metadata={"openhive_team": team}, **kwargs
-            )
-        else:
-            response = _streamed(litellm, messages, team, kwargs, on_delta)
+        with calling_team(team):
+            if on_delta is None:
+                response = litellm.completion(messages=messages, **kwargs)
+            else:
+                response = _streamed(litellm, messages, kwargs, on_delta)
     except Exception as exc:
         # litellm wraps a script's own error in a connection error with a trace and a bug-report
         # link; the script's message is what the operator needs.
@@ -244,12 +244,11 @@ def complete(
 
 
 def _streamed(
-    litellm: ModuleType, messages: list[dict], team: str, kwargs: dict, on_delta: DeltaSink
+    litellm: ModuleType, messages: list[dict], kwargs: dict, on_delta: DeltaSink
 ) -> Any:
     """Stream the reply, handing each piece of text to `on_delta`, then assemble it."""
     stream = litellm.completion(
         messages=messages,
-        metadata={"openhive_team": team},
         stream=True,
         stream_options={"include_usage": True},
         **kwargs,

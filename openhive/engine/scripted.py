@@ -4,10 +4,13 @@ benchmarks and the offline demo; never a silent fallback for a real provider."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import re
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,24 @@ from openhive.core import paths, saferegex
 
 # How much of the last message a rule's `matches` reads (tool results can be long).
 SCRIPT_MATCH_CHARS = 1_000_000
+
+# The team whose session is calling, for rules that say `team:`. Passed beside litellm, not
+# through its `metadata`: litellm copies and logs metadata on every call (0.1 ms a call), for
+# every provider, and only this one reads it. A context variable follows the call onto the
+# thread litellm's async door hands it to.
+_calling_team: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "scripted_team", default=None
+)
+
+
+@contextlib.contextmanager
+def calling_team(team: str) -> Iterator[None]:
+    """Around a model call (and the reading of its stream): the team a script sees."""
+    token = _calling_team.set(team)
+    try:
+        yield
+    finally:
+        _calling_team.reset(token)
 
 
 class ScriptError(Exception):
@@ -323,7 +344,7 @@ def make_handler():
 
     class ScriptedLLM(CustomLLM):
         def completion(self, model, messages, *args, **kwargs):  # type: ignore[override]
-            payload = scripted_reply(model, messages, _team(kwargs))
+            payload = scripted_reply(model, messages, _calling_team.get())
             response = ModelResponse(
                 choices=[
                     {"message": payload["message"], "finish_reason": payload["finish_reason"]}
@@ -335,7 +356,7 @@ def make_handler():
             return response
 
         def streaming(self, model, messages, *args, **kwargs):  # type: ignore[override]
-            payload = scripted_reply(model, messages, _team(kwargs))
+            payload = scripted_reply(model, messages, _calling_team.get())
             chunks = stream_chunks(payload)
             if payload["cost_usd"]:
                 chunks[-1]["provider_specific_fields"] = {"cost_usd": payload["cost_usd"]}
@@ -345,9 +366,5 @@ def make_handler():
             import asyncio
 
             return await asyncio.to_thread(self.completion, model, messages, *args, **kwargs)
-
-    def _team(kwargs: dict) -> str | None:
-        litellm_params = kwargs.get("litellm_params") or {}
-        return (litellm_params.get("metadata") or {}).get("openhive_team")
 
     return ScriptedLLM()
