@@ -6,11 +6,14 @@ from openhive.core.prompt_sections import PromptContext, prompt_section
 from openhive.core.scrubbing import scrub
 from teams.models import Team
 
-from .selectors import memory_injectable
+from .models import Memory
+from .selectors import memory_injectable, memory_injectable_read
 
 
-def render_memory(team: Team) -> str:
-    entries = memory_injectable(team=team)
+def render_memory(team: Team, entries: list[Memory] | None = None) -> str:
+    """`entries`: `memory_injectable(team=team)` if the caller read it already."""
+    if entries is None:
+        entries = memory_injectable(team=team)
     if not entries:
         return ""
     lines = ["## Memory", "What this team saved to remember (search for reference/historical):"]
@@ -24,6 +27,6 @@ def render_memory(team: Team) -> str:
     return scrub("\n".join(lines))
 
 
-@prompt_section("memory", order=20)
+@prompt_section("memory", order=20, load=memory_injectable_read)
 def memory_section(ctx: PromptContext) -> str:
-    return render_memory(ctx.team)
+    return render_memory(ctx.team, ctx.data.get("memory"))

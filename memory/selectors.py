@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 
 from openhive.core.compiled import CompiledQuery
+from openhive.core.context import TeamRef
+from openhive.core.reads import Read
 from teams.models import Team
 
 from .models import Memory
@@ -53,6 +55,15 @@ def memory_injectable(*, team: Team, cap: int = INJECTION_CAP) -> list[Memory]:
         chosen = _INJECTABLE.rows(Memory, team_id=team.pk)
     else:
         chosen = list(_injectable(team.pk, cap))
+    return _in_prompt_order(chosen)
+
+
+def memory_injectable_read(team: TeamRef) -> Read:
+    """`memory_injectable(team=team)` as a read a session's start sends with its others."""
+    return Read.of(Memory, *_INJECTABLE.sql(team_id=team.pk), then=_in_prompt_order)
+
+
+def _in_prompt_order(chosen: list[Memory]) -> list[Memory]:
     return sorted(chosen, key=lambda m: (m.type_rank, m.key))
 
 

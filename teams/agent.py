@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import Any
 
+from openhive.core.prompt_sections import registered_sections
+from openhive.core.reads import Read
 from openhive.core.registry import ToolSpec, team_tools
 from openhive.engine.budgets import TriggerWindow
 from openhive.engine.models import Session
@@ -17,7 +20,8 @@ from openhive.engine.spec import AgentSpec, EventSink, Resume, SessionOutcome, S
 from .config import read_team_config
 from .models import MAIN_TEAM, Team
 from .prompt import ACTIVE_SUBAGENT, INBOX, SUBAGENTS, TOOL_NAMES, build_system_prompt
-from .services import teammessages_take_unread
+from .selectors import team_ancestors_read
+from .services import teammessages_take, teammessages_take_unread, teammessages_unread_read
 from .skills import load_skill
 from .subagents import (
     MAX_DEPTH,
@@ -42,6 +46,7 @@ def agent_spec_for(
     subagent: str | None = None,
     depth: int = 0,
     skills: Iterable[str] = (),
+    start: SessionStart | None = None,
 ) -> AgentSpec:
     """The spec of one session of `team`. Building it starts the session: unread messages from
     other teams are taken from the inbox here (once), and shown in this prompt (a replay passes
@@ -50,7 +55,9 @@ def agent_spec_for(
     With `subagent`, the session runs as that subagent at nesting `depth` (1 for the one an
     orchestrator or a trigger starts): its identity replaces the orchestrator's role, its tools
     are the team's allowlist narrowed by the subagent's `tools`, its profile its own if it
-    names one. The inbox stays with the orchestrator."""
+    names one. The inbox stays with the orchestrator. `start`: what the session's start read
+    with its row (else it is read here)."""
+    loaded = start.loaded if start is not None else {}
     config = read_team_config(team.name)  # shared: only read here
     active = load_subagent(team.name, subagent) if subagent else None
     profile = resolve_profile(
@@ -58,6 +65,8 @@ def agent_spec_for(
     )
     if active is not None:
         inbox = []
+    elif inbox is None and INBOX in loaded:
+        inbox = teammessages_take(loaded[INBOX])
     elif inbox is None:
         inbox = teammessages_take_unread(team=team) if team.pk is not None else []
     tools = team_tools(team, config.allowed_tools, only=only_tools)
@@ -79,12 +88,14 @@ def agent_spec_for(
         team,
         topic_name=topic_name,
         data={
+            **loaded,
             INBOX: inbox,
             TOOL_NAMES: [spec.name for spec in tools],
             SUBAGENTS: available,
             ACTIVE_SUBAGENT: active,
         },
         subagent=active,
+        ancestors_chain=loaded.get(ANCESTORS),
     )
     return AgentSpec(
         team=team,
@@ -98,6 +109,35 @@ def agent_spec_for(
         budgets=config.budgets if config.budgets.any() else None,
         require_approval=tuple(config.require_approval),
     )
+
+
+ANCESTORS = "ancestors"
+
+
+class SessionStart:
+    """What a team's session start reads (its ancestors, its inbox, the prompt sections'
+    data), handed to the engine to send with the session's row (`engine.spec.Preload`).
+    Each answer lands in `loaded`, under the name the prompt reads it by."""
+
+    def __init__(self, team: Team, *, inbox: bool) -> None:
+        self.team, self.inbox = team, inbox
+        self.loaded: dict[str, Any] = {}
+        self._names: list[str] = []
+
+    def reads(self) -> list[Read]:
+        team, named = self.team, []
+        if team.parent_id is None:
+            self.loaded[ANCESTORS] = []
+        else:
+            named.append((ANCESTORS, team_ancestors_read(team)))
+        if self.inbox and team.pk is not None:
+            named.append((INBOX, teammessages_unread_read(team=team)))
+        named += [(s.name, s.load(team)) for s in registered_sections() if s.load is not None]
+        self._names = [name for name, _read in named]
+        return [read for _name, read in named]
+
+    def take(self, answers: list[Any]) -> None:
+        self.loaded.update(zip(self._names, answers, strict=True))
 
 
 def _narrowed(team: Team, active: Subagent, tools: list[ToolSpec]) -> list[ToolSpec]:
@@ -190,6 +230,8 @@ def run_team_session(
         spec_options=spec_options,
         resume=resume,
     )
+    start = SessionStart(team, inbox=not subagent)
+    request.preload = start
     return run_session(
         request,
         lambda: agent_spec_for(
@@ -201,5 +243,6 @@ def run_team_session(
             subagent=subagent,
             depth=depth if subagent else 0,
             skills=skills,
+            start=start,
         ),
     )

@@ -66,10 +66,12 @@ def build_system_prompt(
     topic_name: str | None = None,
     data: dict[str, Any] | None = None,
     subagent: Subagent | None = None,
+    ancestors_chain: list[Team] | None = None,
 ) -> SystemPrompt:
-    """Pure: reads rules and the data the session start loaded (`data`, by section name).
-    A subagent's session gets its identity (the file's body) in place of the orchestrator's
-    role, then the same cascade and sections."""
+    """Pure: reads rules and the data the session start loaded (`data`, by section name;
+    `ancestors_chain`, the team's ancestors, if it read them). A subagent's session gets its
+    identity (the file's body) in place of the orchestrator's role, then the same cascade and
+    sections."""
     static = "\n\n".join(
         part
         for part in (
@@ -91,7 +93,8 @@ def build_system_prompt(
     ]
     if subagent is not None:
         dynamic_parts.append(_section(f"Subagent: {subagent.name}", [subagent.body]))
-    for node in [*ancestors(team), team]:
+    chain = ancestors(team) if ancestors_chain is None else ancestors_chain
+    for node in [*chain, team]:
         dynamic_parts.append(
             _section(f"Org Rules: {node.name}", load_rules(paths.team_dir(node.name) / "org-rules"))
         )

@@ -7,8 +7,8 @@ import re
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
-from openhive.core.compiled import raw_rows
 from openhive.core.errors import NotFound
+from openhive.core.reads import Read, run_reads
 
 from .models import TEAM_NAME_PATTERN, Team
 
@@ -27,6 +27,12 @@ def team_ancestors(team: Team) -> list[Team]:
     one per level, at every session start); a corrupted tree's cycle ends the chain."""
     if team.parent_id is None:
         return []
+    return run_reads([team_ancestors_read(team)])[0]
+
+
+def team_ancestors_read(team: Team) -> Read:
+    """`team_ancestors(team)` as a read (of a team with a parent) that a session's start sends
+    with its other statements."""
     quote, meta = connection.ops.quote_name, Team._meta
     table, pk = quote(meta.db_table), quote(meta.pk.column)
     parent = quote(meta.get_field("parent").column)
@@ -37,7 +43,11 @@ def team_ancestors(team: Team) -> list[Team]:
         f"JOIN up ON t.{pk} = up.parent_id) "
         f"SELECT t.* FROM {table} t WHERE t.{pk} IN (SELECT id FROM up)"
     )
-    by_pk = {node.pk: node for node in raw_rows(Team, sql, [team.parent_id])}
+    return Read.of(Team, sql, [team.parent_id], then=lambda nodes: _chain(team, nodes))
+
+
+def _chain(team: Team, nodes: list[Team]) -> list[Team]:
+    by_pk = {node.pk: node for node in nodes}
     chain: list[Team] = []
     seen = {team.pk}
     node = by_pk.get(team.parent_id)

@@ -14,6 +14,7 @@ from django.utils import timezone
 from openhive.core import paths
 from openhive.core.compiled import CompiledQuery
 from openhive.core.errors import DomainError
+from openhive.core.reads import Read
 from openhive.core.scrubbing import scrub
 
 from .config import default_config, write_team_config
@@ -123,12 +124,24 @@ _UNREAD = CompiledQuery(_unread)
 
 def teammessages_take_unread(*, team: Team, limit: int = INBOX_LIMIT) -> list[TeamMessage]:
     """The oldest unread messages for `team`, marked delivered (a session is about to see
-    them). Conditional update: two sessions starting at once do not both show a message."""
-    shown: list[TeamMessage] = []
+    them)."""
     if limit == INBOX_LIMIT:  # every session start asks, and the inbox is mostly empty
         candidates = _UNREAD.rows(TeamMessage, recipient_id=team.pk)
     else:
         candidates = list(_unread(team.pk, limit).select_related("sender"))
+    return teammessages_take(candidates)
+
+
+def teammessages_unread_read(*, team: Team) -> Read:
+    """The candidates `teammessages_take_unread` reads, as a read a session's start sends with
+    its other statements; its answer goes to `teammessages_take`."""
+    return Read.of(TeamMessage, *_UNREAD.sql(recipient_id=team.pk))
+
+
+def teammessages_take(candidates: list[TeamMessage]) -> list[TeamMessage]:
+    """Of the unread `candidates`, those this caller marks delivered. Conditional update: two
+    sessions starting at once do not both show a message."""
+    shown: list[TeamMessage] = []
     now = timezone.now()
     for message in candidates:
         taken = TeamMessage.objects.filter(pk=message.pk, delivered_at__isnull=True).update(

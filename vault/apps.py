@@ -9,6 +9,6 @@ class VaultConfig(AppConfig):
 
     def ready(self) -> None:
         # Models are importable only once apps are loaded, so the selector is imported here.
-        from .selectors import vault_secret_values
+        from .selectors import vault_secret_values, vault_secrets_read
 
-        register_secret_source("vault", vault_secret_values)
+        register_secret_source("vault", vault_secret_values, read=vault_secrets_read)

@@ -1,7 +1,9 @@
-from django.db import connection
+from collections.abc import Iterable
+
 from django.db.models import QuerySet
 
 from openhive.core.compiled import CompiledQuery
+from openhive.core.reads import Read, run_reads
 from teams.models import Team
 from vault import crypto
 from vault.models import VaultEntry
@@ -18,12 +20,17 @@ _ALL_SECRETS = CompiledQuery(_secret_ciphertexts)
 def vault_secret_values(*, team: Team | None = None) -> list[str]:
     """Plaintext of every secret row (of one team, or all): for the scrubber only."""
     if team is None:
-        sql, params = _ALL_SECRETS.sql()
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            ciphertexts = [row[0] for row in cursor.fetchall()]
-    else:
-        ciphertexts = list(_secret_ciphertexts().filter(team=team))
+        return run_reads([vault_secrets_read()])[0]
+    return _decrypted(_secret_ciphertexts().filter(team=team))
+
+
+def vault_secrets_read() -> Read:
+    """`vault_secret_values()` as a read that can share a round trip with other statements."""
+    sql, params = _ALL_SECRETS.sql()
+    return Read(sql, params, lambda _columns, rows: _decrypted(row[0] for row in rows))
+
+
+def _decrypted(ciphertexts: Iterable[str]) -> list[str]:
     values = []
     for ciphertext in ciphertexts:
         try:

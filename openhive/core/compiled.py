@@ -69,7 +69,7 @@ def raw_rows(model: type[Model], sql: str, params: list | tuple) -> list:
         to_rows(cursor)
         found = cursor.fetchall()
         columns = [d[0] for d in cursor.description] if found else []
-    return _instances(model, columns, found) if found else []
+    return instances(model, columns, found)
 
 
 def to_rows(cursor: Any) -> None:
@@ -79,10 +79,12 @@ def to_rows(cursor: Any) -> None:
         pass
 
 
-def _instances(model: type[Model], columns: list[str], rows: list[tuple]) -> list:
+def instances(model: type[Model], columns: list[str], rows: list[tuple]) -> list:
     """What RawQuerySet's iterator builds from these rows: the model's columns, converted from
     the database's values by their fields, go to `from_db` in the model's field order; any other
-    column is set as an attribute as it came."""
+    column is set as an attribute as it came. No rows, no set-up."""
+    if not rows:
+        return []
     at = {column: i for i, column in enumerate(columns)}
     fields = [f for f in model._meta.concrete_fields if f.column in at]
     if model._meta.pk not in fields:

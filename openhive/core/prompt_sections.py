@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openhive.core.context import TeamRef
+from openhive.core.reads import Read
 
 
 @dataclass(frozen=True)
@@ -28,16 +29,22 @@ class PromptSection:
     name: str
     func: SectionFunc
     order: int
+    # What the section reads from the database, for a session's start to send with its own
+    # statements; the answer reaches `func` as `ctx.data[name]`.
+    load: Callable[[TeamRef], Read] | None = None
 
 
 _SECTIONS: dict[str, PromptSection] = {}
 
 
-def prompt_section(name: str, *, order: int):
-    """Register `func(ctx) -> markdown` as a section of every team's dynamic prompt suffix."""
+def prompt_section(name: str, *, order: int, load: Callable[[TeamRef], Read] | None = None):
+    """Register `func(ctx) -> markdown` as a section of every team's dynamic prompt suffix.
+    With `load`, the section's data is read at the session's start, with the session's other
+    reads; `func` must still read it itself when `ctx.data` lacks it (a caller that does not
+    preload)."""
 
     def decorate(func: SectionFunc) -> SectionFunc:
-        _SECTIONS[name] = PromptSection(name, func, order)
+        _SECTIONS[name] = PromptSection(name, func, order, load)
         return func
 
     return decorate

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils import timezone
+
+from openhive.core.reads import Read, answers_from, run_reads
 
 # Fields whose value, when it is already of one of these types, goes to the driver as it is:
 # preparing it through the field changes nothing (text, numbers, flags, foreign keys).
@@ -132,8 +136,11 @@ def _default(field: models.Field) -> object:
 
 
 def insert_instances(
-    instances: list[models.Model], *, after: tuple[str, list] | None = None
-) -> None:
+    instances: list[models.Model],
+    *,
+    after: tuple[str, list] | None = None,
+    then: Sequence[Read] = (),
+) -> list[Any]:
     """INSERT new instances of one model (with an auto-incremented key) in one statement and
     set their keys, as bulk_create does and without its per-value query compilation. Each
     field's value is the one save() would store (auto_now_add stamps it). No save signal is
@@ -141,9 +148,10 @@ def insert_instances(
 
     `after`: a statement (SQL, parameters; no result rows) sent first in the same query, where
     `openhive.core.db.statements_in_one_query()` holds; outside a transaction, PostgreSQL runs
-    both as one."""
+    both as one. `then`: reads sent after the INSERT in the same query (where that holds too;
+    `after` is then one statement); their answers are returned."""
     if not instances:
-        return
+        return run_reads(list(then))
     meta = instances[0]._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key]
     rows = [{f.attname: f.pre_save(instance, True) for f in fields} for instance in instances]
@@ -152,14 +160,23 @@ def insert_instances(
     sql = f"{sql} RETURNING {conn.ops.quote_name(meta.pk.column)}"
     if after is not None:
         sql, params = f"{after[0]}; {sql}", [*after[1], *params]
+    for read in then:
+        sql, params = f"{sql}; {read.sql}", [*params, *read.params]
+    answers: list[Any] = []
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
-        while after is not None and cursor.nextset():  # the RETURNING is the last result
+        if then and after is not None:
+            cursor.nextset()  # past `after`'s result, to the RETURNING
+        while not then and after is not None and cursor.nextset():  # the RETURNING: the last
             pass
         # Keys are handed out as the rows go in, in the rows' order: sorted, they pair up
         # whatever order RETURNING lists them in.
         keys = sorted(row[0] for row in cursor.fetchall())
+        if then:
+            cursor.nextset()
+            answers = answers_from(cursor, list(then))
     for instance, key in zip(instances, keys, strict=True):
         instance.pk = key
         instance._state.adding = False
         instance._state.db = conn.alias
+    return answers

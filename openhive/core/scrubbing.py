@@ -10,8 +10,11 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openhive.core.reads import Read
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8  # shorter values would redact ordinary words
@@ -185,17 +188,46 @@ _loaded_at = 0.0
 
 SecretSource = Callable[[], Iterable[str]]
 _SOURCES: dict[str, SecretSource] = {}
+# Sources that read the database, as a `Read` whose answer is the values: a session's start
+# sends them with its own first write (`refresh_reads`, `refresh_with`).
+_READS: dict[str, Callable[[], Read]] = {}
 
 
-def register_secret_source(name: str, source: SecretSource) -> None:
+def register_secret_source(
+    name: str, source: SecretSource, *, read: Callable[[], Read] | None = None
+) -> None:
     """Let an app tell the scrubber where live secrets come from (the vault's secret rows, the
-    provider profiles' keys). Apps register in their `AppConfig.ready()`."""
+    provider profiles' keys). Apps register in their `AppConfig.ready()`. `read`, for a source
+    that queries the database: the same values as a `Read`, so they can travel with other
+    statements in one round trip."""
     _SOURCES[name] = source
+    _READS.pop(name, None)
+    if read is not None:
+        _READS[name] = read
     invalidate()
 
 
 def _load_secret_values() -> list[str]:
     return [value for source in list(_SOURCES.values()) for value in source()]
+
+
+def refresh_reads() -> list[Read]:
+    """The reads a reload needs, for the caller to send (with its own statements) and hand
+    their answers, in this order, to `refresh_with`."""
+    return [read() for read in list(_READS.values())]
+
+
+def refresh_with(answers: Sequence[Iterable[str]]) -> Scrubber:
+    """Reload, as `get_scrubber(refresh=True)` does, with the answers of `refresh_reads()`;
+    the sources without a read are asked as usual."""
+    global _cached, _loaded_at
+    read_by = list(_READS)
+    values = [v for name, source in list(_SOURCES.items()) if name not in read_by for v in source()]
+    values += [value for answer in answers for value in answer]
+    with _lock:
+        _cached = Scrubber(values)
+        _loaded_at = time.monotonic()
+    return _cached
 
 
 def get_scrubber(*, refresh: bool = False) -> Scrubber:

@@ -17,12 +17,14 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Sequence
 from decimal import Decimal
 
 from django.conf import settings
 from django.utils import timezone
 
 from openhive.core.db import RESET_ERRORS
+from openhive.core.reads import Read
 from openhive.core.scrubbing import Scrubber, get_scrubber
 
 from . import llm, unflushed
@@ -57,8 +59,10 @@ class SessionRecorder:
         parent_task_id: int | None = None,
         trace_id: str = "",
         spec_options: dict | None = None,
+        reads: Sequence[Read] = (),
     ) -> None:
-        self.session = session_open(
+        # `reads`: what the session's start needs, sent with its row; answers in `read_answers`.
+        self.session, self.read_answers = session_open(
             team_id=team_id,
             kind=kind,
             task_id=task_id,
@@ -67,6 +71,7 @@ class SessionRecorder:
             parent_task_id=parent_task_id,
             trace_id=trace_id,
             spec_options=spec_options,
+            then=reads,
         )
         # Messages of the step request already stored (the next step stores the rest).
         self.recorded_upto = 0

@@ -3,7 +3,9 @@ session records."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
@@ -11,7 +13,8 @@ from django.db.models import Q
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
-from openhive.core.db import NO_FLUSH_WAIT, insert_after, reconnecting, statements_in_one_query
+from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
+from openhive.core.reads import Read, run_reads
 from openhive.core.rows import insert_instances, insert_statement
 
 from .models import LEADER, EngineLease, LlmExchange, Session, ToolCall, WorkerBeat
@@ -55,7 +58,11 @@ def session_open(
     parent_task_id: int | None = None,
     trace_id: str = "",
     spec_options: dict | None = None,
-) -> Session:
+    then: Sequence[Read] = (),
+) -> tuple[Session, list[Any]]:
+    """The session's row, and the answers of `then`: reads the session's start needs (its
+    prompt's, the scrubber's), sent with the INSERT in one query where the database takes
+    several statements in one."""
     # A parent that no longer exists (deleted meanwhile) is not a reason to lose the session.
     if parent_session_id and not Session.objects.filter(pk=parent_session_id).exists():
         parent_session_id = None
@@ -75,23 +82,27 @@ def session_open(
         # replay needs to build the same agent again), the column lets the admin show it.
         agent_name=str((spec_options or {}).get("subagent") or "")[:100],
     )
-    # One round trip: the setting and the INSERT in one query (was BEGIN, the setting, the
-    # INSERT and COMMIT).
-    one_query = _may_skip_flush_wait() and statements_in_one_query()
-    if not (one_query and insert_after(NO_FLUSH_WAIT, session)):
+    if not statements_in_one_query() or _has_save_receivers(Session):
         insert_returning(session)
-    return session
+        return session, run_reads(list(then))
+    # One round trip: the setting, the INSERT and the reads in one query (were BEGIN, the
+    # setting, the INSERT, COMMIT, and a round trip per read).
+    after = (NO_FLUSH_WAIT, []) if _may_skip_flush_wait() else None
+    return session, insert_instances([session], after=after, then=then)
 
 
 def insert_returning(instance: models.Model) -> None:
     """`save(force_insert=True)` by the statement a step's rows are written with, the new key
     read back (RETURNING): save()'s own machinery cost more than the INSERT on SQLite. A model
     with save signal receivers (which only save() calls) is saved."""
-    model = type(instance)
-    if pre_save.has_listeners(model) or post_save.has_listeners(model):
+    if _has_save_receivers(type(instance)):
         instance.save(force_insert=True)
         return
     insert_instances([instance])
+
+
+def _has_save_receivers(model: type[models.Model]) -> bool:
+    return pre_save.has_listeners(model) or post_save.has_listeners(model)
 
 
 # What a step leaves on the session row: its running totals, and at the end how it stopped.

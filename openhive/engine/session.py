@@ -16,7 +16,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from openhive.core import logcontext
+from openhive.core import logcontext, scrubbing
 from openhive.core.context import PAUSING_TOOLS, ToolContext
 from openhive.core.db import RESET_ERRORS
 from openhive.core.errors import DomainError
@@ -65,7 +65,11 @@ def run_session(
         kind=request.kind,
         carrier=request.trace,
     ) as span:
+        # The scrubber's reload and the caller's reads travel with the session's row.
+        secret_reads = scrubbing.refresh_reads()
+        preload = request.preload
         recorder = SessionRecorder(
+            reads=[*secret_reads, *(preload.reads() if preload is not None else [])],
             team_id=request.team_id,
             kind=request.kind,
             task_id=request.task_id,
@@ -75,6 +79,10 @@ def run_session(
             trace_id=tracing.trace_id_of(span),
             spec_options=request.spec_options,
         )
+        answers = recorder.read_answers
+        scrubbing.refresh_with(answers[: len(secret_reads)])
+        if preload is not None:
+            preload.take(answers[len(secret_reads) :])
         span.set_attribute("openhive.session_id", recorder.session_id)
         ids = {"session_id": recorder.session_id, "task_id": request.task_id}
         with logcontext.bind(**ids, trace_id=recorder.session.trace_id or None):
@@ -96,7 +104,6 @@ def _run(
     tool_runner: ToolRunner,
     span: tracing.Span,
 ) -> SessionOutcome:
-    get_scrubber(refresh=True)
     effects: dict = {}
     try:
         agent = spec() if callable(spec) else spec

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from openhive.core.context import TeamRef
+from openhive.core.reads import Read
 from openhive.core.registry import ToolSpec
 
 from .budgets import Budgets, TriggerWindow
@@ -49,6 +50,16 @@ class Resume:
     approved: frozenset[str] = frozenset()
 
 
+class Preload(Protocol):
+    """What the caller's spec will need from the database at the session's start, read with
+    the session's own row in one round trip where the database allows (`core.reads`)."""
+
+    def reads(self) -> list[Read]: ...
+
+    def take(self, answers: list[Any]) -> None:
+        """The answers of `reads()`, in order, before the spec is built."""
+
+
 @dataclass
 class SessionRequest:
     """One piece of work for an agent, by ids: the engine records them on the session."""
@@ -75,6 +86,7 @@ class SessionRequest:
     spec_options: dict[str, Any] = field(default_factory=dict)
     # Continue a paused session instead of starting from `content` and `history`.
     resume: Resume | None = None
+    preload: Preload | None = None
 
     @property
     def pausable(self) -> bool:

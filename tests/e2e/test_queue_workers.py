@@ -147,7 +147,9 @@ def test_a_sigkilled_workers_task_reruns_after_its_lease_expires_and_never_twice
     queue_env: QueueEnv,
 ):
     queue_env.env["OPENHIVE_LEASE_SECONDS"] = "2"
-    _script(queue_env, delay_ms=2500)
+    # The first run's model call outlasts the kill by far: seeing its session takes a helper
+    # process, seconds on a loaded machine (with 2.5 s, the run sometimes ended first).
+    _script(queue_env, delay_ms=60_000)
     task_id = int(queue_env.helper("enqueue", "ops", "slow job").strip())
     first = queue_env.worker("w1", "--threads", "1")
     try:
@@ -166,6 +168,7 @@ def test_a_sigkilled_workers_task_reruns_after_its_lease_expires_and_never_twice
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
+    _script(queue_env, delay_ms=500)  # what the second worker, a new process, reads
     second = queue_env.worker("w2", "--threads", "1", "--exit-when-idle", "4")
     try:
         second.wait(timeout=90)

@@ -91,12 +91,14 @@ def test_a_secret_stored_elsewhere_during_a_session_and_read_by_it_is_scrubbed(
 
 
 def _open(team_id: int) -> Session:
-    return session_open(
+    session, answers = session_open(
         team_id=team_id,
         kind=Session.Kind.TASK,
         trace_id="ab" * 16,
         spec_options={"subagent": "helper", "note": 'é"\\'},
     )
+    assert answers == []
+    return session
 
 
 @pytest.mark.django_db(transaction=True)  # the write commits on its own
