@@ -24,9 +24,8 @@ from django.db import (
     connections,
     models,
 )
-from django.db.models.signals import post_save, pre_save
 
-from openhive.core.rows import insert_instances
+from openhive.core.rows import has_save_receivers, insert_instances
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +135,7 @@ def insert_after(statement: str, instance: models.Model) -> bool:
     each statement, COMMIT). Only where `statements_in_one_query()`. False, and nothing sent,
     when the model has save signal receivers (which only `save()` calls): the caller saves it
     instead."""
-    model = type(instance)
-    if pre_save.has_listeners(model) or post_save.has_listeners(model):
+    if has_save_receivers(type(instance)):
         return False
     insert_instances([instance], after=(statement, []))
     return True

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, models, transaction
+from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
 from openhive.core.reads import Read, answers_from, run_reads
@@ -135,6 +136,12 @@ def _default(field: models.Field) -> object:
     return field.get_default()
 
 
+def has_save_receivers(model: type[models.Model]) -> bool:
+    """Whether something listens for the model's save signals, which only `save()` sends: such
+    a model is saved, not written by the statements here."""
+    return pre_save.has_listeners(model) or post_save.has_listeners(model)
+
+
 def insert_instances(
     instances: list[models.Model],
     *,
@@ -146,10 +153,10 @@ def insert_instances(
     field's value is the one save() would store (auto_now_add stamps it). No save signal is
     sent, as by bulk_create.
 
-    `after`: a statement (SQL, parameters; no result rows) sent first in the same query, where
+    `after`: one statement (SQL, parameters) sent first in the same query, where
     `openhive.core.db.statements_in_one_query()` holds; outside a transaction, PostgreSQL runs
-    both as one. `then`: reads sent after the INSERT in the same query (where that holds too;
-    `after` is then one statement); their answers are returned."""
+    both as one. `then`: reads sent after the INSERT in the same query (where that holds too);
+    their answers are returned."""
     if not instances:
         return run_reads(list(then))
     meta = instances[0]._meta
@@ -165,10 +172,8 @@ def insert_instances(
     answers: list[Any] = []
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
-        if then and after is not None:
+        if after is not None:
             cursor.nextset()  # past `after`'s result, to the RETURNING
-        while not then and after is not None and cursor.nextset():  # the RETURNING: the last
-            pass
         # Keys are handed out as the rows go in, in the rows' order: sorted, they pair up
         # whatever order RETURNING lists them in.
         keys = sorted(row[0] for row in cursor.fetchall())

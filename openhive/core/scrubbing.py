@@ -220,10 +220,13 @@ def refresh_reads() -> list[Read]:
 def refresh_with(answers: Sequence[Iterable[str]]) -> Scrubber:
     """Reload, as `get_scrubber(refresh=True)` does, with the answers of `refresh_reads()`;
     the sources without a read are asked as usual."""
-    global _cached, _loaded_at
     read_by = list(_READS)
     values = [v for name, source in list(_SOURCES.items()) if name not in read_by for v in source()]
-    values += [value for answer in answers for value in answer]
+    return _install([*values, *(value for answer in answers for value in answer)])
+
+
+def _install(values: list[str]) -> Scrubber:
+    global _cached, _loaded_at
     with _lock:
         _cached = Scrubber(values)
         _loaded_at = time.monotonic()
@@ -233,12 +236,8 @@ def refresh_with(answers: Sequence[Iterable[str]]) -> Scrubber:
 def get_scrubber(*, refresh: bool = False) -> Scrubber:
     """The scrubber with every live secret. Reloaded from the database when older than a couple
     of seconds, so a secret written by another process is known here almost at once."""
-    global _cached, _loaded_at
     if refresh or time.monotonic() - _loaded_at > CACHE_SECONDS:
-        values = _load_secret_values()
-        with _lock:
-            _cached = Scrubber(values)
-            _loaded_at = time.monotonic()
+        return _install(_load_secret_values())
     return _cached
 
 

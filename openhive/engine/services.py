@@ -10,12 +10,11 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
-from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
 from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
 from openhive.core.reads import Read, run_reads
-from openhive.core.rows import insert_instances, insert_statement
+from openhive.core.rows import has_save_receivers, insert_instances, insert_statement
 
 from .models import LEADER, EngineLease, LlmExchange, Session, ToolCall, WorkerBeat
 
@@ -82,7 +81,7 @@ def session_open(
         # replay needs to build the same agent again), the column lets the admin show it.
         agent_name=str((spec_options or {}).get("subagent") or "")[:100],
     )
-    if not statements_in_one_query() or _has_save_receivers(Session):
+    if not statements_in_one_query() or has_save_receivers(Session):
         insert_returning(session)
         return session, run_reads(list(then))
     # One round trip: the setting, the INSERT and the reads in one query (were BEGIN, the
@@ -95,14 +94,10 @@ def insert_returning(instance: models.Model) -> None:
     """`save(force_insert=True)` by the statement a step's rows are written with, the new key
     read back (RETURNING): save()'s own machinery cost more than the INSERT on SQLite. A model
     with save signal receivers (which only save() calls) is saved."""
-    if _has_save_receivers(type(instance)):
+    if has_save_receivers(type(instance)):
         instance.save(force_insert=True)
         return
     insert_instances([instance])
-
-
-def _has_save_receivers(model: type[models.Model]) -> bool:
-    return pre_save.has_listeners(model) or post_save.has_listeners(model)
 
 
 # What a step leaves on the session row: its running totals, and at the end how it stopped.
