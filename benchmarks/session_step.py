@@ -13,7 +13,9 @@ it, interleaved round by round:
   - task: a queued task, claimed and run by `run_task` as a django-q2 worker does;
   - pull: a queued task, claimed and run by `run_next_task` as `manage.py openhive worker` does.
 Goals (issue 19): every mode <= 1.5x the bare loop; flat in history: per step at K = 200
-<= 1.3x per step at K = 10.
+<= 1.3x per step at K = 10. With two K or more it also splits each mode's session, from the two
+smallest K, into what each further model call adds to the overhead and what the session costs
+once.
 
 Wall time is the measure. On a shared machine other processes' load stretches the engine's
 thread handoffs and database round trips more than the bare loop's pure Python, so each line
@@ -205,7 +207,29 @@ def main() -> None:
                     f"flat in history, {mode}: K={high} / K={low} per step = {ratio:.2f}x "
                     f"(goal <= 1.3x: {'met' if ratio <= 1.3 else 'NOT met'})"
                 )
+            _print_fixed_and_marginal(results, sorted(ks)[:2])
         print(f"load average at the end: {_load()}")
+
+
+def _print_fixed_and_marginal(results: dict[tuple[str, int], float], ks: list[int]) -> None:
+    """A diagnosis, not a goal: a mode's overhead over the bare loop (session wall minus the
+    bare loop's at the same K, which takes out litellm's own cost of a longer history), split
+    from two K into what each further model call and its tool call add and what the session
+    costs once (its row, its spec, its final write; for a task also the queue's enqueue, claim
+    and end). At small K the once-only part weighs on the per-step ratio."""
+    low, high = ks
+    print(f"the overhead split, from K={low} and K={high} (overhead = once + (K + 1) x each):")
+    for mode in MODES[1:]:
+        small, large = (
+            (results[(mode, k)] - results[("bare", k)]) * (k + 1) for k in (low, high)
+        )
+        each = (large - small) / (high - low)
+        once = small - each * (low + 1)
+        print(
+            f"        {mode}: each further call {each * 1000:+.2f} ms "
+            f"({each / results[('bare', low)] * 100:.0f} % of a bare step at K={low}); "
+            f"once per session {once * 1000:+.2f} ms"
+        )
 
 
 def _load() -> str:
