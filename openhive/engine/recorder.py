@@ -82,6 +82,9 @@ class SessionRecorder:
         self.pending_exchanges: list[dict] = []
         self.pending_calls: list[dict] = []
         self.request_digest = RequestDigest()
+        # The last reply, the scrubber that scrubbed it and the result: the reply opens the
+        # next step's new messages, scrubbed by the same scrubber unless a secret came since.
+        self.last_reply: tuple[dict, Scrubber, object] | None = None
         # The totals the database holds; the difference is the spend not yet written.
         self.flushed = (0, Decimal(0))
         self.flushed_at = time.monotonic()
@@ -115,6 +118,7 @@ class SessionRecorder:
         (the whole request is the sum of the rows), a compaction its whole request."""
         scrubber = self.scrubber()
         start = self.recorded_upto if kind == Kind.STEP else 0
+        response = scrubber.data(reply.message)
         self.sequence += 1
         schemas = tools or []
         if kind == Kind.STEP:
@@ -126,12 +130,12 @@ class SessionRecorder:
             if kind == Kind.STEP
             else digest(messages),
             request_start=start,
-            request_messages=scrubber.data(messages[start:]),
+            request_messages=[self._scrubbed(scrubber, m) for m in messages[start:]],
             tools=[t["function"]["name"] for t in schemas] if kind == Kind.STEP else [],
             tools_digest=(tools_digest or digest(schemas)) if kind == Kind.STEP else "",
             provider_profile=reply.profile,
             attempts=scrubber.data(reply.attempts),
-            response=scrubber.data(reply.message),
+            response=response,
             finish_reason=reply.finish_reason,
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,
@@ -140,6 +144,13 @@ class SessionRecorder:
         )
         if kind == Kind.STEP:
             self.recorded_upto = len(messages)
+            self.last_reply = (reply.message, scrubber, response)
+
+    def _scrubbed(self, scrubber: Scrubber, message: dict) -> object:
+        last = self.last_reply
+        if last is not None and last[0] is message and last[1] is scrubber:
+            return last[2]
+        return scrubber.data(message)
 
     def failed(self, messages: list[dict], attempts: list[dict], error: str) -> None:
         """A call no retry or fallback could answer: its request and every attempt."""

@@ -4,13 +4,11 @@ benchmarks and the offline demo; never a silent fallback for a real provider."""
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import json
 import re
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,14 +30,20 @@ _calling_team: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def calling_team(team: str) -> Iterator[None]:
-    """Around a model call (and the reading of its stream): the team a script sees."""
-    token = _calling_team.set(team)
-    try:
-        yield
-    finally:
-        _calling_team.reset(token)
+class calling_team:  # used as a function: `with calling_team(team):`
+    """Around a model call (and the reading of its stream): the team a script sees. A class,
+    not a generator: it runs around every model call."""
+
+    __slots__ = ("team", "token")
+
+    def __init__(self, team: str) -> None:
+        self.team = team
+
+    def __enter__(self) -> None:
+        self.token = _calling_team.set(self.team)
+
+    def __exit__(self, *_exc: object) -> None:
+        _calling_team.reset(self.token)
 
 
 class ScriptError(Exception):

@@ -184,6 +184,9 @@ class _Loop:
         self.spent_tokens = 0
         self.spent_usd = Decimal(0)
         self.watch = handover.Watch()
+        # The tool calls' arguments parsed once (`read_arguments`), by id of the call, for
+        # the tool runner, which parsed them again.
+        self.parsed_arguments: dict[int, dict] = {}
 
     def run(self) -> str:
         """The steps, on this thread; or, for a session that can be cancelled or time out,
@@ -199,6 +202,15 @@ class _Loop:
         )
 
     def steps(self) -> str:
+        # Every tool call of the loop runs for this session (lineage) and hands its audit row
+        # to the recorder: set once for the loop, not around each call.
+        with (
+            running(Origin(self.recorder.session_id, self.request.task_id)),
+            audit_into(self.recorder.audit),
+        ):
+            return self._steps()
+
+    def _steps(self) -> str:
         scrubber = get_scrubber()
         messages: list[dict] = [
             {**m, "content": scrubber.data(m["content"])} for m in self.agent.system_messages
@@ -217,7 +229,7 @@ class _Loop:
             reply = self.ask(messages, self.schemas, stream=self.request.stream)
             # Credentials in the model's tool calls are secrets from now on: in the user
             # message that carried them, in this reply, and in everything after.
-            self.recorder.handed_over.extend(_secrets_in_calls(reply.message))
+            self.recorder.handed_over.extend(self.read_arguments(reply.message))
             self.recorder.exchange(
                 turn, messages, reply, tools=self.schemas, tools_digest=self.tools_digest
             )
@@ -350,12 +362,10 @@ class _Loop:
         )
         if gated is not None:
             return gated
-        with (
-            tracing.tool_span(name, call.get("id") or "") as span,
-            running(Origin(self.recorder.session_id, self.request.task_id)),
-            audit_into(self.recorder.audit),
-        ):
-            result = self.tool_runner(self.ctx, name, arguments)
+        # The arguments as the loop parsed them (`read_arguments`), else as the model wrote them.
+        parsed = self.parsed_arguments.pop(id(call), None)
+        with tracing.tool_span(name, call.get("id") or "") as span:
+            result = self.tool_runner(self.ctx, name, arguments if parsed is None else parsed)
             span.set_attribute("openhive.success", bool(result.get("success")))
         if self.ctx.pause is not None:
             pause, self.ctx.pause = self.ctx.pause, None
@@ -389,6 +399,22 @@ class _Loop:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _Stopped(Stop.TIMEOUT, "[Session timed out.]")
 
+    def read_arguments(self, message: dict) -> list[str]:
+        """Parse the reply's tool-call arguments once: the secret values they hand over (for
+        the recorder's scrubber), and each object kept for its call. Arguments that do not
+        parse as an object go to the tool runner as they came, which says what is wrong."""
+        self.parsed_arguments.clear()
+        values: list[str] = []
+        for call in message.get("tool_calls") or []:
+            try:
+                arguments = json.loads(call.get("function", {}).get("arguments") or "{}")
+            except (TypeError, ValueError, RecursionError):
+                continue
+            if isinstance(arguments, dict):
+                self.parsed_arguments[id(call)] = arguments
+            values += sensitive_values(arguments)
+        return values
+
     def delta(self, text: str) -> None:
         self.emit({"event": "delta", "content": text})
 
@@ -402,14 +428,3 @@ class _Loop:
 
 def _price():
     return llm.get_litellm().cost_per_token
-
-
-def _secrets_in_calls(message: dict) -> list[str]:
-    values: list[str] = []
-    for call in message.get("tool_calls") or []:
-        try:
-            arguments = json.loads(call.get("function", {}).get("arguments") or "{}")
-        except (TypeError, ValueError):
-            continue
-        values += sensitive_values(arguments)
-    return values

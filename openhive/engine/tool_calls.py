@@ -18,7 +18,7 @@ from openhive.core.context import ToolContext
 from openhive.core.errors import DomainError
 from openhive.core.registry import ToolSpec, all_tools, get_tool, is_allowed
 from openhive.core.scrubbing import get_scrubber, sensitive_values
-from openhive.core.text import UnstorableText, check_storable, storable
+from openhive.core.text import UnstorableText, check_storable, storable, text_problem
 
 from .services import toolcall_record
 
@@ -146,8 +146,14 @@ def _available(ctx: ToolContext) -> str:
 
 def _jsonable(value: Any) -> Any:
     """Plain JSON for the audit row: dates, decimals and the like become their text, and text
-    no database stores (a refused call's NUL) is written out."""
-    return storable(json.loads(json.dumps(value, default=str)))
+    no database stores (a refused call's NUL) is written out. Most rows hold no such text: a
+    look at the encoded text (a NUL is escaped there, a lone surrogate kept) spares them the
+    walk through every value."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    plain = json.loads(text)
+    if "\\u0000" not in text and (text.isascii() or not text_problem(text)):
+        return plain
+    return storable(plain)
 
 
 def _record(

@@ -185,24 +185,38 @@ def session_span(
         yield span
 
 
-@contextlib.contextmanager
-def _step_span(name: str, **options: Any) -> Iterator[Span]:
-    """A span of one model call or tool call, made only while something receives spans. Else
-    the session's own span stays current (a dropped one, whose ids still cross the queue):
-    making and dropping two spans per step cost ~5 % of a quick step."""
-    if not _state["listening"]:
-        yield trace.get_current_span()
-        return
-    with tracer().start_as_current_span(name, **options) as span:
-        yield span
+class _Unmade:
+    """What a model or tool call's span is while nothing receives spans: none is made, and the
+    session's own span (a dropped one, whose ids still cross the queue) stays current. Making
+    and dropping two spans per step cost ~5 % of a quick step; the generator context managers
+    that decided not to make them still cost ~1 %."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Span:
+        return trace.get_current_span()
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+
+_UNMADE = _Unmade()
 
 
 def provider_name(model: str) -> str:
     return model.split("/", 1)[0] if "/" in model else "openai"
 
 
+def model_call_span(
+    profile: ProviderProfile, agent: str
+) -> contextlib.AbstractContextManager[Span]:
+    if not _state["listening"]:
+        return _UNMADE
+    return _model_call_span(profile, agent)
+
+
 @contextlib.contextmanager
-def model_call_span(profile: ProviderProfile, agent: str) -> Iterator[Span]:
+def _model_call_span(profile: ProviderProfile, agent: str) -> Iterator[Span]:
     model = profile.model.split("/", 1)[-1]
     attributes = {
         "gen_ai.operation.name": "chat",
@@ -216,7 +230,9 @@ def model_call_span(profile: ProviderProfile, agent: str) -> Iterator[Span]:
         attributes["gen_ai.request.max_tokens"] = profile.options["max_tokens"]
     if profile.options.get("temperature") is not None:
         attributes["gen_ai.request.temperature"] = profile.options["temperature"]
-    with _step_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes) as span:
+    with tracer().start_as_current_span(
+        f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
+    ) as span:
         try:
             yield span
         except Exception as exc:
@@ -237,9 +253,10 @@ def model_call_result(span: Span, reply: Any) -> None:
     span.set_attribute("openhive.cost_usd", float(reply.cost_usd))
 
 
-@contextlib.contextmanager
-def tool_span(name: str, call_id: str) -> Iterator[Span]:
-    with _step_span(
+def tool_span(name: str, call_id: str) -> contextlib.AbstractContextManager[Span]:
+    if not _state["listening"]:
+        return _UNMADE
+    return tracer().start_as_current_span(
         f"execute_tool {name}",
         attributes={
             "gen_ai.operation.name": "execute_tool",
@@ -247,5 +264,4 @@ def tool_span(name: str, call_id: str) -> Iterator[Span]:
             "gen_ai.tool.call.id": call_id,
             "gen_ai.tool.type": "function",
         },
-    ) as span:
-        yield span
+    )

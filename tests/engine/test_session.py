@@ -375,3 +375,32 @@ def test_credentials_of_a_failed_spawn_are_still_scrubbed(main_team, scripted_pr
     rows = LlmExchange.objects.filter(session_id=outcome.session_id)
     assert secret not in json.dumps([[e.request_messages, e.response] for e in rows])
     assert secret not in json.dumps(list(ToolCall.objects.values("arguments", "result", "error")))
+
+
+def test_tool_arguments_nested_too_deeply_fail_the_call_not_the_session(
+    main_team, scripted_provider, monkeypatch
+):
+    """The loop parses a reply's arguments once (for the secrets they hand over and for the
+    tool); arguments too deep to parse go to the tool as they came, which refuses them."""
+    from decimal import Decimal
+
+    from openhive.engine.model import ResilientModel
+
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    call = {"id": "c1", "type": "function", "function": {"name": "list_teams", "arguments": deep}}
+    replies = iter([{"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "assistant", "content": "gave up"}])  # fmt: skip
+    seen: list[list[dict]] = []
+
+    def complete(self, profile, messages, tools, **kwargs):
+        seen.append(list(messages))
+        return llm.Completion(next(replies), "stop", 1, 1, Decimal(0), 0, profile.name)
+
+    scripted_provider([{"when": {}, "reply": {"content": "unused"}}])  # the profile only
+    monkeypatch.setattr(ResilientModel, "complete", complete)
+    outcome = run_team_session(main_team, "go")
+    assert outcome.ok and outcome.content == "gave up"
+    tool_message = seen[1][-1]
+    assert tool_message["role"] == "tool" and "nested too deeply" in tool_message["content"]
+    audit = ToolCall.objects.get(session_id=outcome.session_id)
+    assert audit.success is False and audit.result["code"] == "INVALID_ARGUMENTS"
