@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import operator
 import time
 from collections.abc import Sequence
 from decimal import Decimal
@@ -172,7 +173,8 @@ class SessionRecorder:
         )
 
     def _add_exchange(self, **row: object) -> None:
-        self.pending_exchanges.append({**row, "created_at": timezone.now()})
+        row["created_at"] = timezone.now()
+        self.pending_exchanges.append(row)
         session = self.session
         session.prompt_tokens += int(row["prompt_tokens"])  # type: ignore[call-overload]
         session.completion_tokens += int(row["completion_tokens"])  # type: ignore[call-overload]
@@ -289,9 +291,9 @@ class RequestDigest:
 
     def of(self, messages: list[dict]) -> str:
         seen = self.seen
-        kept = len(messages) >= len(seen) and all(
-            a is b for a, b in zip(seen, messages, strict=False)
-        )
+        # The same objects in the same places (identity, compared in C: a generator here cost
+        # more per step the longer the history).
+        kept = len(messages) >= len(seen) and all(map(operator.is_, seen, messages))
         if not kept:
             self.seen, self.hasher = [], hashlib.sha256(b"[")
             seen = self.seen
