@@ -163,6 +163,40 @@ async def test_turns_wait_for_the_admissions_in_progress_and_no_longer_than_the_
     await asyncio.wait_for(queue.settled(), 1)  # the bound, not the admissions, ends it
 
 
+async def test_a_bursts_turns_wait_for_admissions_to_pause_and_a_lone_messages_do_not(
+    monkeypatch,
+):
+    """Where a batch is written quickly, the queue goes idle between a burst's arrivals: the
+    burst's turns wait until admissions pause for QUIET_SECONDS (at most QUIET_WAIT_SECONDS),
+    so the later acks are not slowed by the first turns."""
+    import time
+
+    from openhive.chat import admit
+
+    async def written(batch: list) -> list:
+        await asyncio.sleep(0.005)  # the write
+        return [None] * len(batch)
+
+    monkeypatch.setattr(admit, "on_admit_thread", lambda _fn: written)
+    monkeypatch.setattr(admit, "QUIET_SECONDS", 0.1)
+    queue = admit.AdmitQueue()
+
+    await queue.admit(object())  # a lone message: its turn goes at once
+    await asyncio.wait_for(queue.settled(), 0.05)
+
+    await asyncio.gather(*(queue.admit(object()) for _ in range(3)))  # a burst, all acked
+    started = time.monotonic()
+    await queue.settled()
+    assert time.monotonic() - started >= 0.09  # waited for the pause after the burst
+    await asyncio.wait_for(queue.settled(), 0.05)  # and once calm, no more
+
+    monkeypatch.setattr(admit, "QUIET_WAIT_SECONDS", 0.05)
+    await asyncio.gather(*(queue.admit(object()) for _ in range(3)))
+    started = time.monotonic()
+    await queue.settled()  # the bound ends a wait that admissions could keep going
+    assert time.monotonic() - started < 0.09
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_connections")
 async def test_a_chat_frame_does_not_queue_through_the_shared_sync_thread(
