@@ -88,3 +88,41 @@ def test_an_empty_answer_is_one_query(main_team, django_assert_num_queries):
     query.rows(Team, parent_id=main_team.pk)  # compiled
     with django_assert_num_queries(1):
         assert query.rows(Team, parent_id=main_team.pk) == []
+
+
+def test_rows_made_again_by_the_kept_plan_are_right_for_each_set_of_columns(main_team):
+    from openhive.core.compiled import raw_rows
+
+    child = TeamFactory(name="alpha", parent=main_team)
+    for _ in range(2):  # the second time by the plan the first made
+        rows = raw_rows(Team, "SELECT * FROM teams_team WHERE id = %s", [child.pk])
+        assert [(t.name, t.parent_id) for t in rows] == [("alpha", main_team.pk)]
+        named = raw_rows(Team, "SELECT id, name, 7 AS seven FROM teams_team WHERE id = %s",
+                         [child.pk])  # fmt: skip
+        assert [(t.pk, t.name, t.seven) for t in named] == [(child.pk, "alpha", 7)]
+
+
+def test_a_threads_connection_and_its_row_plans_go_with_the_thread():
+    """A plan refers to its connection: kept on the connection itself, it cannot keep the
+    connection of a finished thread alive."""
+    import gc
+    import threading
+    import weakref
+
+    from django.db import connections
+
+    from openhive.core.compiled import raw_rows
+
+    seen: list[weakref.ref] = []
+
+    def work() -> None:
+        assert [t.pk for t in raw_rows(Team, "SELECT 1 AS id", [])] == [1]
+        seen.append(weakref.ref(connections["default"]))
+        connections.close_all()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    del thread
+    gc.collect()
+    assert seen and seen[0]() is None

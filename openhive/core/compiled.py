@@ -8,7 +8,6 @@ SQL and where each marker landed among the parameters, then runs it with the rea
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -89,9 +88,11 @@ def instances(model: type[Model], columns: list[str], rows: list[tuple]) -> list
     # The set-up (fields by column, the converters) is made once per model, columns and
     # connection: it cost ~20 times `from_db` itself (a claim's task row: 100 us against 5).
     conn = transaction.get_connection()
-    plans = _plans.get(conn)
+    # Kept on the connection (each thread has its own), and gone with it: a plan refers to its
+    # connection, so a table beside it (even a weak one) would keep every connection alive.
+    plans = conn.__dict__.get(_PLANS)
     if plans is None:
-        plans = _plans[conn] = {}
+        plans = conn.__dict__[_PLANS] = {}
     key = (model, tuple(columns))
     plan = plans.get(key)
     if plan is None:
@@ -125,5 +126,4 @@ class _Plan:
         self.converters = self.compiler.get_converters(cols)
 
 
-# Per connection (each thread has its own), dropped with it.
-_plans: weakref.WeakKeyDictionary[Any, dict[tuple, _Plan]] = weakref.WeakKeyDictionary()
+_PLANS = "openhive_row_plans"
