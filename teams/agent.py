@@ -34,6 +34,9 @@ from .subagents import (
 
 logger = logging.getLogger(__name__)
 
+# The name a session start's read of the team's ancestors is kept under (`SessionStart`).
+ANCESTORS = "ancestors"
+
 
 def agent_spec_for(
     team: Team,
@@ -110,8 +113,6 @@ def agent_spec_for(
         require_approval=tuple(config.require_approval),
     )
 
-
-ANCESTORS = "ancestors"
 
 
 class SessionStart:

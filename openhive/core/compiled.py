@@ -16,6 +16,8 @@ from django.db.models import Model, QuerySet
 
 # Marker values no real argument takes: each must land exactly once among the parameters.
 _MARKER_BASE = -7_345_120_000
+# The attribute of a database connection that holds its row plans (`instances`).
+_PLANS = "openhive_row_plans"
 
 
 class CompiledQuery:
@@ -125,5 +127,3 @@ class _Plan:
         ]
         self.converters = self.compiler.get_converters(cols)
 
-
-_PLANS = "openhive_row_plans"

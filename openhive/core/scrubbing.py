@@ -220,7 +220,7 @@ def refresh_reads() -> list[Read]:
 def refresh_with(answers: Sequence[Iterable[str]]) -> Scrubber:
     """Reload, as `get_scrubber(refresh=True)` does, with the answers of `refresh_reads()`;
     the sources without a read are asked as usual."""
-    read_by = list(_READS)
+    read_by = set(_READS)
     values = [v for name, source in list(_SOURCES.items()) if name not in read_by for v in source()]
     return _install([*values, *(value for answer in answers for value in answer)])
 
