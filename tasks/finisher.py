@@ -27,7 +27,7 @@ from django.utils import timezone
 from .models import Task
 from .services import task_finish
 from .services.finishes import HeldEnd, task_finish_held_alone, tasks_finish_held
-from .services.queue import _REREAD_ON_FINISH
+from .services.queue import REREAD_ON_FINISH
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class Finisher:
         """`task_finish(held=task)`, written with the other ends of this moment: returns
         once committed -- the task, or None if the worker no longer held it."""
         now = now or timezone.now()
-        if task.type in _REREAD_ON_FINISH or not self._thread.is_alive():
+        if task.type in REREAD_ON_FINISH or not self._thread.is_alive():
             return task_finish(task_id=task.pk, worker=worker, status=status, result=result,
                                now=now, stop_reason=stop_reason, held=task)  # fmt: skip
         done: Future[Task | None] = Future()

@@ -36,6 +36,7 @@ from .services import (
     task_release_dispatch,
 )
 from .services.claims import batch_owner, task_claim_batch
+from .services.session_ends import EndWithSession
 from .services.waiting import resume_for, task_wait
 
 # `_execute`'s word for a task put back in the queue to wait for its model provider.
@@ -122,12 +123,17 @@ def _continue_trace(task: Task | None) -> None:
 
 
 def run_claimed(task: Task, worker: str) -> str:
-    """Run a task this worker holds: renew its lease meanwhile, record the end."""
+    """Run a task this worker holds: renew its lease meanwhile, record the end -- with the
+    session's own end where it can (`EndWithSession`), except in a pull worker, whose
+    finisher commits many tasks' ends at once."""
     task_id = task.pk
     stop_reason = ""
+    end = None
+    if current_finisher() is None and EndWithSession.fits(task):
+        end = EndWithSession(task, worker)
     try:
         with leases.renewed(task_id, worker):
-            status, result, stop_reason = _execute(task, worker)
+            status, result, stop_reason = _execute(task, worker, end)
     except RESET_ERRORS as exc:
         # The database went away for longer than the reconnects covered: not the task's
         # failure. Hand it back (once the database answers again) rather than fail it.
@@ -143,7 +149,10 @@ def run_claimed(task: Task, worker: str) -> str:
         return Task.Status.PENDING
     if status == WAITING:
         return Task.objects.filter(pk=task_id).values_list("status", flat=True).first() or status
-    finished = record_end(task, worker, status=status, result=result, stop_reason=stop_reason)
+    if end is not None and end.closed is not None:
+        finished = end.settle()
+    else:
+        finished = record_end(task, worker, status=status, result=result, stop_reason=stop_reason)
     if finished is None:  # cancelled, or lost to the reaper: that status stands
         return Task.objects.filter(pk=task_id).values_list("status", flat=True).first() or status
     return finished.status
@@ -163,7 +172,7 @@ def record_end(
                        stop_reason=stop_reason, held=task)  # fmt: skip
 
 
-def _execute(task: Task, worker: str) -> tuple[str, str, str]:
+def _execute(task: Task, worker: str, end: EndWithSession | None) -> tuple[str, str, str]:
     if task.type == Task.Type.BOOTSTRAP and task.team.bootstrapped:
         return Task.Status.DONE, "already bootstrapped", ""
     try:
@@ -188,7 +197,10 @@ def _execute(task: Task, worker: str) -> tuple[str, str, str]:
         skills=skills,
         # A task whose session paused for a person continues that session.
         resume=resume_for(task),
+        closing=end,
     )
+    if end is not None:
+        end.closed = outcome.closed
     if outcome.pause is not None:
         task_wait(
             task_id=task.pk, worker=worker, session_id=outcome.session_id, pause=outcome.pause

@@ -15,7 +15,14 @@ from openhive.engine.budgets import TriggerWindow
 from openhive.engine.models import Session
 from openhive.engine.providers import resolve_profile
 from openhive.engine.session import run_session
-from openhive.engine.spec import AgentSpec, EventSink, Resume, SessionOutcome, SessionRequest
+from openhive.engine.spec import (
+    AgentSpec,
+    Closing,
+    EventSink,
+    Resume,
+    SessionOutcome,
+    SessionRequest,
+)
 
 from .config import read_team_config
 from .models import MAIN_TEAM, Team
@@ -190,6 +197,7 @@ def run_team_session(
     depth: int = 1,
     skills: Iterable[str] = (),
     resume: Resume | None = None,
+    closing: Closing | None = None,
 ) -> SessionOutcome:
     """With `resume`, the session continues a paused one (see `openhive.engine.pausing`).
     `origin` is what the queue kept of the session that asked for this work
@@ -230,6 +238,7 @@ def run_team_session(
         trigger_window=trigger_window,
         spec_options=spec_options,
         resume=resume,
+        closing=closing,
     )
     start = SessionStart(team, inbox=not subagent)
     request.preload = start

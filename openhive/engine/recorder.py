@@ -37,7 +37,7 @@ from .services import (
     session_open,
     session_record_step,
 )
-from .spec import SessionOutcome
+from .spec import Closing, ClosingWrite, SessionOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -204,18 +204,21 @@ class SessionRecorder:
         if time.monotonic() - self.flushed_at >= window:
             self.flush()
 
-    def flush(self, close: dict | None = None) -> None:
+    def flush(self, close: dict | None = None, then: ClosingWrite | None = None) -> int | None:
         """Commit what the step left pending, with the session's totals (and `close`, the
-        session's end), in one transaction."""
+        session's end, and `then`, the caller's), in one transaction; the rows `then`
+        changed, or None when it was not written (it was not given, or the rows had to be
+        written one by one)."""
         if not (self.pending_exchanges or self.pending_calls or close):
-            return
+            return None
         fields = {name: getattr(self.session, name) for name in STEP_FIELDS} | (close or {})
         exchanges, calls = self.pending_exchanges, self.pending_calls
         self.pending_exchanges, self.pending_calls = [], []
         try:
-            session_record_step(
-                session=self.session, exchanges=exchanges, tool_calls=calls, fields=fields
-            )
+            closed = session_record_step(
+                session=self.session, exchanges=exchanges, tool_calls=calls, fields=fields,
+                then=then,
+            )  # fmt: skip
         except RESET_ERRORS:
             self.pending_exchanges, self.pending_calls = exchanges, calls
             raise
@@ -224,10 +227,12 @@ class SessionRecorder:
             # others: each is written on its own, as before steps were batched.
             logger.exception("session %s: the step could not be written at once", self.session_id)
             self._write_apart(exchanges, calls, fields)
+            closed = None
         session = self.session
         self.flushed = (session.prompt_tokens + session.completion_tokens, session.cost_usd)
         self.flushed_at = time.monotonic()
         unflushed.clear(session.pk)
+        return closed
 
     def _write_apart(self, exchanges: list[dict], calls: list[dict], fields: dict) -> None:
         for row in exchanges:
@@ -255,29 +260,58 @@ class SessionRecorder:
             )
 
     def finish(
-        self, reason: str, content: str, error: str, effects: dict | None = None
+        self,
+        reason: str,
+        content: str,
+        error: str,
+        effects: dict | None = None,
+        details: dict | None = None,
+        closing: Closing | None = None,
     ) -> SessionOutcome:
+        """Write the session's end and say how it went. `details`: what a stop adds (a pause,
+        a provider down, the budget). `closing`: the caller's own end, written in the same
+        transaction when it gives a statement (`SessionRequest.closing`)."""
         # Not reloaded from the database here (the session's start did, one query per session
         # less): every way a secret new since then can reach this text updates the scrubber
         # in this process -- a secret stored here invalidates the cache (`vault_store_secret`),
         # one read from the vault is remembered (`vault_read`), one handed over in a tool call
         # is added -- and a cache older than CACHE_SECONDS is reloaded as everywhere else.
         scrubber = get_scrubber().with_extra(self.handed_over)
+        close = {
+            "stop_reason": reason,
+            "final_text": scrubber.text(content),
+            "error": scrubber.text(error),
+            "finished_at": timezone.now(),
+        }
+        details = details or {}
+        outcome = SessionOutcome(
+            self.session_id,
+            reason,
+            close["final_text"],
+            close["error"],
+            dict(effects or {}),
+            transient=bool(details.get("transient")),
+            retry_after=details.get("retry_after"),
+            budget=str(details.get("budget") or ""),
+            plain_error=str(details.get("plain") or ""),
+            pause=details.get("pause"),
+        )
         try:
-            self.flush(
-                close={
-                    "stop_reason": reason,
-                    "final_text": scrubber.text(content),
-                    "error": scrubber.text(error),
-                    "finished_at": timezone.now(),
-                }
-            )
+            outcome.closed = self.flush(close=close, then=self._closing_write(closing, outcome))
         finally:
             unflushed.clear(self.session_id)
-        session = self.session
-        return SessionOutcome(
-            session.pk, reason, session.final_text, session.error, dict(effects or {})
-        )
+        return outcome
+
+    def _closing_write(
+        self, closing: Closing | None, outcome: SessionOutcome
+    ) -> ClosingWrite | None:
+        if closing is None:
+            return None
+        try:
+            return closing(outcome)
+        except Exception:  # the caller's end is then written apart; the session's still is
+            logger.exception("session %s: the caller's end was not prepared", outcome.session_id)
+            return None
 
 
 class RequestDigest:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
@@ -17,6 +17,9 @@ from openhive.core.reads import Read, run_reads
 from openhive.core.rows import has_save_receivers, insert_instances, insert_statement
 
 from .models import LEADER, EngineLease, LlmExchange, Session, ToolCall, WorkerBeat
+
+if TYPE_CHECKING:
+    from .spec import ClosingWrite
 
 
 def engine_lead(*, holder: str, now: datetime, ttl_seconds: float) -> bool:
@@ -113,13 +116,19 @@ STEP_FIELDS = (
 
 @reconnecting
 def session_record_step(
-    *, session: Session, exchanges: list[dict], tool_calls: list[dict], fields: dict
-) -> None:
+    *,
+    session: Session,
+    exchanges: list[dict],
+    tool_calls: list[dict],
+    fields: dict,
+    then: ClosingWrite | None = None,
+) -> int | None:
     """A session's step in one transaction (one commit, where an exchange, the session's
     totals and each audit row used to commit apart): its model exchanges, the audit rows of its
-    tool calls (already scrubbed), and `fields` set on the session row (its totals, and the
-    stop when it ends). Setting values, not adding to them, keeps a retry after a reconnect
-    from counting twice."""
+    tool calls (already scrubbed), `fields` set on the session row (its totals, and the stop
+    when it ends), and last `then`, the caller's statement (a task's end), whose changed rows
+    are returned (None without it). Setting values, not adding to them, keeps a retry after a
+    reconnect from counting twice."""
     now = timezone.now()
     statements = []
     if exchanges:
@@ -132,9 +141,11 @@ def session_record_step(
         setattr(session, name, value)
     if fields:
         statements.append(_update(session, list(fields)))
+    if then is not None:
+        statements.append((then.sql, list(then.params)))
     if not statements:
-        return
-    if _may_skip_flush_wait():
+        return None
+    if _may_skip_flush_wait() and (then is None or not then.durable):
         statements.insert(0, (NO_FLUSH_WAIT, []))
     if statements_in_one_query():
         # One round trip: PostgreSQL runs the statements of one query as one transaction
@@ -143,10 +154,15 @@ def session_record_step(
             cursor.execute(
                 "; ".join(sql for sql, _ in statements), [p for _, ps in statements for p in ps]
             )
-        return
+            if then is None:
+                return None
+            while cursor.nextset():  # to the last statement's result: `then`'s
+                pass
+            return cursor.rowcount
     with transaction.atomic(), connection.cursor() as cursor:
         for sql, params in statements:
             cursor.execute(sql, params)
+        return cursor.rowcount if then is not None else None
 
 
 def _may_skip_flush_wait() -> bool:

@@ -105,6 +105,7 @@ def _run(
     span: tracing.Span,
 ) -> SessionOutcome:
     effects: dict = {}
+    closing = request.closing
     try:
         agent = spec() if callable(spec) else spec
         span.update_name(f"invoke_agent {agent.name}")
@@ -112,18 +113,13 @@ def _run(
         recorder.use_profile(agent.profile)
         with logcontext.bind(team=agent.name):
             loop = _Loop(request, agent, recorder, model or ResilientModel(), effects, tool_runner)
-            return recorder.finish(Stop.COMPLETED, loop.run(), "", effects)
+            return recorder.finish(Stop.COMPLETED, loop.run(), "", effects, closing=closing)
     except _Stopped as stop:
         waiting = stop.reason == Stop.WAITING
-        outcome = recorder.finish(stop.reason, str(stop), "" if waiting else str(stop), effects)
-        outcome.pause = stop.details.get("pause")  # type: ignore[assignment]
-        outcome.transient = bool(stop.details.get("transient"))
-        outcome.retry_after = stop.details.get("retry_after")  # type: ignore[assignment]
-        outcome.budget = str(stop.details.get("budget") or "")
-        outcome.plain_error = str(stop.details.get("plain") or "")
-        return outcome
+        error = "" if waiting else str(stop)
+        return recorder.finish(stop.reason, str(stop), error, effects, stop.details, closing)
     except DomainError as exc:
-        return recorder.finish(Stop.ERROR, "", exc.message, effects)
+        return recorder.finish(Stop.ERROR, "", exc.message, effects, closing=closing)
     except RESET_ERRORS:
         # The database is gone past what the reconnects cover: not this session's fault. The
         # caller hands the work back (a task) or tells the user (a chat turn).
@@ -132,7 +128,8 @@ def _run(
         logger.warning("session %s of %s failed: %s", recorder.session_id, request.team_id, exc)
         # The first line says what went wrong; provider traces stay in the log.
         first_line = (str(exc).strip().splitlines() or [""])[0][:1000]
-        return recorder.finish(Stop.ERROR, "", f"{type(exc).__name__}: {first_line}", effects)
+        error = f"{type(exc).__name__}: {first_line}"
+        return recorder.finish(Stop.ERROR, "", error, effects, closing=closing)
 
 
 class _Loop:

@@ -87,11 +87,29 @@ class SessionRequest:
     # Continue a paused session instead of starting from `content` and `history`.
     resume: Resume | None = None
     preload: Preload | None = None
+    # The caller's own end of this work, written in the transaction of the session's end
+    # (a task's end: one commit, and one round trip, where there were two).
+    closing: Closing | None = None
 
     @property
     def pausable(self) -> bool:
         """Only a task's own session can wait for a person: its state is the task's."""
         return self.kind == Session.Kind.TASK and self.task_id is not None
+
+
+@dataclass(frozen=True)
+class ClosingWrite:
+    """One statement a caller has committed with the session's end. `durable`: the commit
+    waits for the database's WAL flush (the session's own end alone need not)."""
+
+    sql: str
+    params: list[Any]
+    durable: bool = True
+
+
+# Asked once the session's outcome is known, before its end is written: the statement to
+# write with it, or None (the caller records its end apart).
+Closing = Callable[["SessionOutcome"], ClosingWrite | None]
 
 
 @dataclass
@@ -114,6 +132,9 @@ class SessionOutcome:
     # The session stopped to wait for a person (stop reason `waiting`): what it waits for
     # (`kind`, the question or the call) and where to resume (`messages`, `call`, `calls`).
     pause: dict[str, Any] | None = None
+    # Rows the request's `closing` statement changed, written with the session's end; None
+    # when none was written with it (the caller writes its end itself).
+    closed: int | None = None
 
     @property
     def ok(self) -> bool:

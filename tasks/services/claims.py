@@ -339,19 +339,28 @@ def end_held(task_id: int, worker: str, fields: dict) -> int:
     tasks a second) PostgreSQL commits it without waiting: a database crash in the next
     fraction of a second can then lose the end, and the task, still running under its lease,
     is put back by the reaper -- it runs again (its work may be repeated), it is never lost."""
+    prefix = source = ""
+    if connection.vendor == "postgresql" and not settings.OPENHIVE["QUEUE_SYNC_FINISH"]:
+        prefix = f"WITH async AS ({NO_FLUSH_WAIT}) "
+        source = "FROM async "
+    sql, params = end_held_statement(task_id, worker, fields, source=source)
+    with connection.cursor() as cursor:
+        cursor.execute(prefix + sql, params)
+        return cursor.rowcount
+
+
+def end_held_statement(
+    task_id: int, worker: str, fields: dict, *, source: str = ""
+) -> tuple[str, list]:
+    """The UPDATE that writes `fields` on the task only while `worker` still holds it
+    (`source`: a FROM clause the caller's prefix needs)."""
     ops = connection.ops
     table = ops.quote_name(Task._meta.db_table)
     values = [ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v
               for v in fields.values()]  # fmt: skip
     assignments = ", ".join(f"{ops.quote_name(name)} = %s" for name in fields)
-    prefix = source = ""
-    if connection.vendor == "postgresql" and not settings.OPENHIVE["QUEUE_SYNC_FINISH"]:
-        prefix = f"WITH async AS ({NO_FLUSH_WAIT}) "
-        source = "FROM async "
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"{prefix}UPDATE {table} SET {assignments} {source}"
-            "WHERE id = %s AND status = %s AND lease_owner = %s",
-            [*values, task_id, Task.Status.RUNNING, worker],
-        )
-        return cursor.rowcount
+    return (
+        f"UPDATE {table} SET {assignments} {source}"
+        "WHERE id = %s AND status = %s AND lease_owner = %s",
+        [*values, task_id, Task.Status.RUNNING, worker],
+    )

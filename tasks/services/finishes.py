@@ -17,12 +17,11 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from openhive.core.db import NO_FLUSH_WAIT, reconnecting
-from openhive.core.scrubbing import scrub
 
 from ..models import Task
 from .claims import end_held
 from .ends import after_end
-from .queue import RESULT_LIMIT, _finish_held
+from .queue import _finish_held, held_end_fields
 
 
 @dataclass
@@ -74,16 +73,8 @@ def task_finish_held_alone(end: HeldEnd) -> Task | None:
 
 
 def _fields(end: HeldEnd) -> dict:
-    started = end.task.started_at
-    return {
-        "status": end.status,
-        "stop_reason": end.stop_reason,
-        "result": scrub(end.result)[:RESULT_LIMIT],
-        "finished_at": end.now,
-        "duration_ms": int((end.now - started).total_seconds() * 1000) if started else None,
-        "lease_owner": "",
-        "lease_expires_at": None,
-    }
+    return held_end_fields(end.task, status=end.status, result=end.result, now=end.now,
+                           stop_reason=end.stop_reason)  # fmt: skip
 
 
 def _update_postgres(ends: list[HeldEnd], rows: list[dict]) -> set[int]:

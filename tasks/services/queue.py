@@ -138,7 +138,7 @@ def task_finish(
     meanwhile keeps its status: a late result never overwrites it. `held` is the task as the
     worker claimed it: for a plain task the end is then one conditional UPDATE, no re-read."""
     now = now or timezone.now()
-    if held is not None and held.pk == task_id and held.type not in _REREAD_ON_FINISH:
+    if held is not None and held.pk == task_id and held.type not in REREAD_ON_FINISH:
         return _finish_held(held, worker=worker, status=status, result=result, now=now,
                             stop_reason=stop_reason)  # fmt: skip
     with transaction.atomic(durable=True):
@@ -155,23 +155,14 @@ def task_finish(
 
 # Their end reads fields a session may have changed (a bootstrap's attempts, a trigger run's
 # options): those are re-read under a row lock.
-_REREAD_ON_FINISH = frozenset({Task.Type.BOOTSTRAP, Task.Type.TRIGGER})
+REREAD_ON_FINISH = frozenset({Task.Type.BOOTSTRAP, Task.Type.TRIGGER})
 
 
 def _finish_held(
     task: Task, *, worker: str, status: str, result: str, now: datetime, stop_reason: str
 ) -> Task | None:
-    result = scrub(result)[:RESULT_LIMIT]
-    duration = int((now - task.started_at).total_seconds() * 1000) if task.started_at else None
-    fields = {
-        "status": status,
-        "stop_reason": stop_reason,
-        "result": result,
-        "finished_at": now,
-        "duration_ms": duration,
-        "lease_owner": "",
-        "lease_expires_at": None,
-    }
+    fields = held_end_fields(task, status=status, result=result, now=now, stop_reason=stop_reason)
+    result = fields["result"]
     # (Inside a transaction -- a test's -- the durable block below says what it may do.)
     alone = not transaction.get_connection().in_atomic_block and ends_alone(
         task, status=status, result=result, stop_reason=stop_reason
@@ -186,6 +177,22 @@ def _finish_held(
             setattr(task, name, value)
         after_end(task, status=status, stop_reason=stop_reason)
     return task
+
+
+def held_end_fields(
+    task: Task, *, status: str, result: str, now: datetime, stop_reason: str
+) -> dict:
+    """What a held task's end writes on its row (its result scrubbed, its lease let go)."""
+    started = task.started_at
+    return {
+        "status": status,
+        "stop_reason": stop_reason,
+        "result": scrub(result)[:RESULT_LIMIT],
+        "finished_at": now,
+        "duration_ms": int((now - started).total_seconds() * 1000) if started else None,
+        "lease_owner": "",
+        "lease_expires_at": None,
+    }
 
 
 @transaction.atomic

@@ -280,27 +280,30 @@ def test_exchanges_and_totals_add_up_over_steps(main_team, scripted_provider):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("sync", [False, True])
-def test_session_writes_skip_the_wal_flush_wait_and_the_tasks_end_does_not(
+def test_session_writes_skip_the_wal_flush_wait_and_the_end_carrying_the_tasks_does_not(
     main_team, scripted_provider, settings, sync
 ):
-    """PostgreSQL: the session's rows (its start, steps and end) commit without waiting for
-    the WAL flush unless OPENHIVE_SESSION_SYNC_COMMIT asks; the task's end always waits, and
-    with it every session row before it is on disk."""
+    """PostgreSQL: the session's rows (its start and steps) commit without waiting for the
+    WAL flush unless OPENHIVE_SESSION_SYNC_COMMIT asks; its end carries the task's end, which
+    always waits, and with it every session row before it is on disk."""
     if connection.vendor != "postgresql":
         pytest.skip("SQLite commits in WAL mode with synchronous=NORMAL: no flush per commit")
-    settings.OPENHIVE = {**settings.OPENHIVE, "SESSION_SYNC_COMMIT": sync}
+    settings.OPENHIVE = {
+        **settings.OPENHIVE, "SESSION_SYNC_COMMIT": sync, "STEP_WRITE_WINDOW_MS": 0
+    }
     scripted_provider(steps_then_answer(2))
     task = task_enqueue(team=main_team, text="go", options={"max_turns": 10})
     with CaptureQueriesContext(connection) as captured:
         assert run_task(task.pk) == Task.Status.DONE
     queries = [q["sql"] for q in captured.captured_queries]
     # A write skips the wait when its transaction set it off first (same query or the one before).
-    skipping = [
-        NO_FLUSH_WAIT in sql or (i > 0 and queries[i - 1] == NO_FLUSH_WAIT)
+    writes = [
+        (NO_FLUSH_WAIT in sql or (i > 0 and queries[i - 1] == NO_FLUSH_WAIT), sql)
         for i, sql in enumerate(queries)
         if re.search(r'INSERT INTO "engine_session"|UPDATE "engine_session"', sql)
     ]
-    assert len(skipping) >= 2  # its start, and its end with the steps' rows
-    assert skipping == [not sync] * len(skipping)
-    task_end = [q["sql"] for q in captured.captured_queries if 'UPDATE "tasks_task"' in q["sql"]]
-    assert task_end and not any("synchronous_commit" in sql for sql in task_end)
+    assert len(writes) >= 3  # its start, its steps, and its end with the last steps' rows
+    assert [skips for skips, _sql in writes[:-1]] == [not sync] * (len(writes) - 1)
+    skips, last = writes[-1]
+    assert 'UPDATE "tasks_task"' in last and not skips
+    assert not any('UPDATE "tasks_task"' in sql for _skips, sql in writes[:-1])
