@@ -10,7 +10,9 @@ team's cap stays safe, as the ended task counts as running until its end commits
 
 A process that dies with ends not yet written leaves those tasks running under their leases:
 the reaper puts them back, as for a crash in the middle of the task. Ends that re-read their
-task under a lock (bootstraps, trigger runs) keep their own transaction (`task_finish`)."""
+task under a lock (bootstraps, trigger runs) keep their own transaction (`task_finish`). An
+end that writes nothing but the task's row never comes here: its session wrote it with its
+own end (`services.session_ends`)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ the session, and anything that stops the joint write leaves both ends recorded a
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 from django.db import connection
@@ -12,9 +13,11 @@ from django.test.utils import CaptureQueriesContext
 
 from openhive.chat.models import OutboxMessage
 from openhive.engine.models import LlmExchange, Session
+from tasks.finisher import Finisher
 from tasks.models import Task
-from tasks.runner import run_task
+from tasks.runner import run_claimed, run_task
 from tasks.services import session_ends, task_enqueue
+from tasks.services.claims import batch_owner, task_claim_batch
 
 pytestmark = pytest.mark.django_db(transaction=True)  # commits are what is checked
 
@@ -125,3 +128,34 @@ def test_an_end_the_database_refuses_leaves_both_ends_written_apart(
     session = Session.objects.get(task=task)
     assert (session.stop_reason, session.final_text) == ("completed", "fine")
     assert LlmExchange.objects.filter(session=session).count() == 1
+
+
+@pytest.mark.parametrize("channel", ["", "web:alice"])
+def test_in_a_pull_worker_only_an_end_that_tells_someone_waits_for_the_finisher(
+    main_team, scripted_provider, channel
+):
+    """Its group commit of ends is for ends that write more than the task's row; the others
+    are already written with their sessions."""
+    scripted_provider([{"when": {}, "reply": {"content": "ok"}}])
+    task_enqueue(team=main_team, text="go", source_channel=channel)
+    owner = batch_owner()
+    [held] = task_claim_batch(worker=owner, limit=1)
+    finisher = Finisher(group=True)
+    finisher.start()
+    outcome: list[str] = []
+
+    def runner() -> None:  # a pull worker's runner thread, bound to its finisher
+        finisher.bind()
+        try:
+            outcome.append(run_claimed(held, owner))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=runner)
+    thread.start()
+    thread.join(timeout=60)
+    finisher.stop()
+    assert outcome == [Task.Status.DONE]
+    assert finisher.batches == (1 if channel else 0)
+    held.refresh_from_db()
+    assert (held.status, held.result, held.lease_owner) == ("done", "ok", "")
