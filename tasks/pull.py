@@ -7,10 +7,11 @@ the head of the queue, away from other workers). When the queue is empty it slee
 wake-up (`tasks.wake`) or its poll interval; after a task ends it looks again at once. On
 stop, claims no runner has started yet go straight back to the queue.
 
-Task ends go to the worker's finisher (`tasks.finisher`), which writes those of the moment in
-one transaction. A runner waiting there for the commit gives its slot up: the claimer fills
-it while the end is written. Twice as many runner threads as slots let a full set of tasks
-run while the previous set's ends commit."""
+A task's end that writes nothing but its row commits with its session's end
+(`services.session_ends`). The other ends go to the worker's finisher (`tasks.finisher`),
+which writes those of the moment in one transaction. A runner waiting there for the commit
+gives its slot up: the claimer fills it while the end is written. Twice as many runner
+threads as slots let a full set of tasks run while the previous set's ends commit."""
 
 from __future__ import annotations
 
