@@ -121,7 +121,6 @@ def agent_spec_for(
     )
 
 
-
 class SessionStart:
     """What a team's session start reads (its ancestors, its inbox, the prompt sections'
     data), handed to the engine to send with the session's row (`engine.spec.Preload`).

@@ -61,6 +61,7 @@ class SessionRecorder:
         trace_id: str = "",
         spec_options: dict | None = None,
         reads: Sequence[Read] = (),
+        closing: Closing | None = None,
     ) -> None:
         # `reads`: what the session's start needs, sent with its row; answers in `read_answers`.
         self.session, self.read_answers = session_open(
@@ -74,6 +75,8 @@ class SessionRecorder:
             spec_options=spec_options,
             then=reads,
         )
+        # The caller's own end, written with the session's (`SessionRequest.closing`).
+        self.closing = closing
         # Messages of the step request already stored (the next step stores the rest).
         self.recorded_upto = 0
         self.sequence = 0
@@ -266,11 +269,10 @@ class SessionRecorder:
         error: str,
         effects: dict | None = None,
         details: dict | None = None,
-        closing: Closing | None = None,
     ) -> SessionOutcome:
         """Write the session's end and say how it went. `details`: what a stop adds (a pause,
-        a provider down, the budget). `closing`: the caller's own end, written in the same
-        transaction when it gives a statement (`SessionRequest.closing`)."""
+        a provider down, the budget). The caller's own end (`closing`) is written in the same
+        transaction when it gives a statement."""
         # Not reloaded from the database here (the session's start did, one query per session
         # less): every way a secret new since then can reach this text updates the scrubber
         # in this process -- a secret stored here invalidates the cache (`vault_store_secret`),
@@ -297,18 +299,16 @@ class SessionRecorder:
             pause=details.get("pause"),
         )
         try:
-            outcome.closed = self.flush(close=close, then=self._closing_write(closing, outcome))
+            outcome.closed = self.flush(close=close, then=self._closing_write(outcome))
         finally:
             unflushed.clear(self.session_id)
         return outcome
 
-    def _closing_write(
-        self, closing: Closing | None, outcome: SessionOutcome
-    ) -> ClosingWrite | None:
-        if closing is None:
+    def _closing_write(self, outcome: SessionOutcome) -> ClosingWrite | None:
+        if self.closing is None:
             return None
         try:
-            return closing(outcome)
+            return self.closing(outcome)
         except Exception:  # the caller's end is then written apart; the session's still is
             logger.exception("session %s: the caller's end was not prepared", outcome.session_id)
             return None

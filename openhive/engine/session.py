@@ -78,6 +78,7 @@ def run_session(
             parent_task_id=request.parent_task_id,
             trace_id=tracing.trace_id_of(span),
             spec_options=request.spec_options,
+            closing=request.closing,
         )
         answers = recorder.read_answers
         scrubbing.refresh_with(answers[: len(secret_reads)])
@@ -105,7 +106,6 @@ def _run(
     span: tracing.Span,
 ) -> SessionOutcome:
     effects: dict = {}
-    closing = request.closing
     try:
         agent = spec() if callable(spec) else spec
         span.update_name(f"invoke_agent {agent.name}")
@@ -113,13 +113,13 @@ def _run(
         recorder.use_profile(agent.profile)
         with logcontext.bind(team=agent.name):
             loop = _Loop(request, agent, recorder, model or ResilientModel(), effects, tool_runner)
-            return recorder.finish(Stop.COMPLETED, loop.run(), "", effects, closing=closing)
+            return recorder.finish(Stop.COMPLETED, loop.run(), "", effects)
     except _Stopped as stop:
         waiting = stop.reason == Stop.WAITING
         error = "" if waiting else str(stop)
-        return recorder.finish(stop.reason, str(stop), error, effects, stop.details, closing)
+        return recorder.finish(stop.reason, str(stop), error, effects, stop.details)
     except DomainError as exc:
-        return recorder.finish(Stop.ERROR, "", exc.message, effects, closing=closing)
+        return recorder.finish(Stop.ERROR, "", exc.message, effects)
     except RESET_ERRORS:
         # The database is gone past what the reconnects cover: not this session's fault. The
         # caller hands the work back (a task) or tells the user (a chat turn).
@@ -128,8 +128,7 @@ def _run(
         logger.warning("session %s of %s failed: %s", recorder.session_id, request.team_id, exc)
         # The first line says what went wrong; provider traces stay in the log.
         first_line = (str(exc).strip().splitlines() or [""])[0][:1000]
-        error = f"{type(exc).__name__}: {first_line}"
-        return recorder.finish(Stop.ERROR, "", error, effects, closing=closing)
+        return recorder.finish(Stop.ERROR, "", f"{type(exc).__name__}: {first_line}", effects)
 
 
 class _Loop:
