@@ -9,6 +9,8 @@ topics side by side."""
 from __future__ import annotations
 
 import asyncio
+import collections
+import concurrent.futures
 import json
 import logging
 import re
@@ -254,13 +256,19 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _turn(self, routed: Routed, inbound: Inbound) -> TurnResult:
         loop = asyncio.get_running_loop()
         topic_id = routed.topic.pk
+        # The sends of the turn's events not known to be done. Each is a task of its own:
+        # when the turn host's last event and its answer are read together, the answer was
+        # sent first (a tool's result after the reply it led to), so the answer waits for them.
+        sending: collections.deque[concurrent.futures.Future] = collections.deque()
 
         def on_event(event: dict) -> None:
             if event.get("event") == "delta":
                 message = {"type": "delta", "topic_id": topic_id, "content": event["content"]}
             else:
                 message = {"type": "event", "topic_id": topic_id, "at": _now(), **event}
-            asyncio.run_coroutine_threadsafe(self.send_json(message), loop)
+            while sending and sending[0].done():
+                sending.popleft()
+            sending.append(asyncio.run_coroutine_threadsafe(self.send_json(message), loop))
 
         try:
             return await turn_executor().turn(
@@ -277,6 +285,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 error_code="turn_failed",
                 error="the turn failed unexpectedly; the operator can see the log",
             )
+        finally:
+            if sending:  # a socket gone meanwhile is not this turn's error
+                events = [asyncio.wrap_future(f) for f in sending]
+                await asyncio.gather(*events, return_exceptions=True)
 
     async def send_topic_list(self) -> None:
         topics = await db(selectors.topics_for_channel)(channel_id=self.channel_id)
