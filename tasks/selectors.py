@@ -10,6 +10,7 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from openhive.core import paths
+from openhive.core.prepared import prepared
 from openhive.core.scrubbing import scrub
 from openhive.engine.models import Session
 from teams.config import TeamConfig, read_team_config
@@ -80,8 +81,10 @@ def task_to_claim(*, task_id: int) -> tuple[int, str, str, dict] | None:
     team_table = connection.ops.quote_name(Team._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT t.team_id, tm.name, t.status, t.options FROM {task_table} t"
-            f" JOIN {team_table} tm ON tm.id = t.team_id WHERE t.id = %s",
+            prepared(
+                f"SELECT t.team_id, tm.name, t.status, t.options FROM {task_table} t"
+                f" JOIN {team_table} tm ON tm.id = t.team_id WHERE t.id = %s"
+            ),
             [task_id],
         )
         row = cursor.fetchone()

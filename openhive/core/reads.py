@@ -14,6 +14,7 @@ from django.db import connection
 from django.db.models import Model
 
 from openhive.core.compiled import instances
+from openhive.core.prepared import prepared
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,14 @@ def run_reads(reads: list[Read]) -> list[Any]:
 
     if len(reads) > 1 and statements_in_one_query():
         with connection.cursor() as cursor:
-            cursor.execute("; ".join(r.sql for r in reads), [p for r in reads for p in r.params])
+            cursor.execute(
+                "; ".join(prepared(r.sql) for r in reads), [p for r in reads for p in r.params]
+            )
             return answers_from(cursor, reads)
     answers = []
     for read in reads:
         with connection.cursor() as cursor:
-            cursor.execute(read.sql, read.params)
+            cursor.execute(prepared(read.sql), read.params)
             answers.append(_answer(cursor, read))
     return answers
 

@@ -20,6 +20,7 @@ from django.db import connection, models, transaction
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
+from openhive.core.prepared import prepared
 from openhive.core.reads import Read, answers_from, run_reads
 
 # Fields whose value, when it is already of one of these types, goes to the driver as it is:
@@ -37,13 +38,18 @@ def _columns(model: type[models.Model]) -> tuple[str, tuple[tuple[models.Field, 
     return f"INSERT INTO {quote(model._meta.db_table)} ({names}) VALUES ", _kinds(fields)
 
 
-def insert_statement(model: type[models.Model], rows: list[dict]) -> tuple[str, list]:
+def insert_statement(
+    model: type[models.Model], rows: list[dict], *, returning: str = ""
+) -> tuple[str, list]:
     """The INSERT of `rows` (each a dict of field attnames; a field left out gets its default,
-    or now for an auto_now(_add) timestamp) and its parameters."""
+    or now for an auto_now(_add) timestamp) and its parameters; `returning`: a column the
+    INSERT answers with. On PostgreSQL its text is the same for any rows: a prepared
+    statement (`openhive.core.prepared`)."""
+    tail = f" RETURNING {connection.ops.quote_name(returning)}" if returning else ""
     if connection.vendor == "postgresql":
         sql, kinds = _recordset(model)
         if sql:
-            return _insert_recordset(sql, kinds, rows)
+            return _insert_recordset(prepared(sql + tail), kinds, rows)
     head, fields = _columns(model)
     row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
     # The connection itself, not the proxy that looks it up on every attribute read.
@@ -62,7 +68,7 @@ def insert_statement(model: type[models.Model], rows: list[dict]) -> tuple[str, 
                 params.append(ops.adapt_datetimefield_value(value))
             else:
                 params.append(field.get_db_prep_save(value, conn))
-    return head + ", ".join([row_sql] * len(rows)), params
+    return head + ", ".join([row_sql] * len(rows)) + tail, params
 
 
 # Values a JSON column without an encoder of its own stores as json.dumps gives them.
@@ -162,13 +168,12 @@ def insert_instances(
     meta = instances[0]._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key]
     rows = [{f.attname: f.pre_save(instance, True) for f in fields} for instance in instances]
-    sql, params = insert_statement(type(instances[0]), rows)
+    sql, params = insert_statement(type(instances[0]), rows, returning=meta.pk.column)
     conn = transaction.get_connection()
-    sql = f"{sql} RETURNING {conn.ops.quote_name(meta.pk.column)}"
     if after is not None:
         sql, params = f"{after[0]}; {sql}", [*after[1], *params]
     for read in then:
-        sql, params = f"{sql}; {read.sql}", [*params, *read.params]
+        sql, params = f"{sql}; {prepared(read.sql)}", [*params, *read.params]
     answers: list[Any] = []
     with conn.cursor() as cursor:
         cursor.execute(sql, params)

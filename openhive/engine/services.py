@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
+from openhive.core.prepared import prepared
 from openhive.core.reads import Read, run_reads
 from openhive.core.rows import has_save_receivers, insert_instances, insert_statement
 
@@ -189,6 +190,7 @@ def _update(instance: models.Model, names: list[str]) -> tuple[str, list]:
         + ", ".join(f"{quote(f.column)} = %s" for f in fields)
         + f" WHERE {quote(meta.pk.column)} = %s"
     )
+    sql = prepared(sql)
     params = [f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields]
     return sql, [*params, instance.pk]
 

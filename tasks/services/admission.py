@@ -25,6 +25,7 @@ from openhive.core.compiled import raw_rows
 from openhive.core.context import ToolContext
 from openhive.core.db import reconnecting, statements_in_one_query
 from openhive.core.errors import Conflict
+from openhive.core.prepared import prepared
 from teams.models import Team
 
 from ..models import OrgOpLock, Task
@@ -126,7 +127,8 @@ def task_claim_next(
             team = _enter_section(team_id, skip_locked=skip_locked)
             if team is None:
                 return None
-            claimed = raw_rows(Task, *_claim(team_id, worker, cap, task_id))
+            statement = prepared(_claim_statement(exact=task_id is not None))
+            claimed = raw_rows(Task, statement, _claim_params(team_id, worker, cap, task_id))
     if not claimed:
         return None
     task = claimed[0]
@@ -135,16 +137,16 @@ def task_claim_next(
     return held_since_now([task])[0]
 
 
-def _claim(team_id: int, worker: str, cap: int, task_id: int | None) -> tuple[str, list]:
-    """The claiming UPDATE and its parameters; made inside the team's section, so that the
-    claim times it writes are ordered per team."""
+def _claim_params(team_id: int, worker: str, cap: int, task_id: int | None) -> list:
+    """The claiming UPDATE's parameters; made inside the team's section, so that the claim
+    times it writes are ordered per team."""
     now = timezone.now()
     at = connection.ops.adapt_datetimefield_value(now)
     params = [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at,
               team_id, at, team_id, cap, team_id, at]  # fmt: skip
     if task_id is not None:
         params.append(task_id)
-    return _claim_statement(exact=task_id is not None), params
+    return params
 
 
 def _claim_in_two_trips(
@@ -154,13 +156,15 @@ def _claim_in_two_trips(
     with the claiming UPDATE, in two round trips where Django's transaction took four. The
     UPDATE is still a statement of its own after the lock: it sees every claim committed
     before the lock was granted. None when the team is gone or (`skip_locked`) held."""
+    # Before BEGIN: a statement is prepared only between transactions.
+    statement = prepared(_claim_statement(exact=task_id is not None))
     with rolled_back_on_error():
         team = _enter_section(team_id, skip_locked=skip_locked, begin="BEGIN; ")
         if team is None:
             send("COMMIT")
             return None
-        sql, params = _claim(team_id, worker, cap, task_id)
-        return team, raw_rows(Task, f"{sql}; COMMIT", params)
+        params = _claim_params(team_id, worker, cap, task_id)
+        return team, raw_rows(Task, f"{statement}; COMMIT", params)
 
 
 def task_admit_running(

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from openhive.core.compiled import raw_rows, to_rows
 from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
+from openhive.core.prepared import prepared
 from openhive.engine import stopping
 from teams.models import Team
 
@@ -343,24 +344,26 @@ def end_held(task_id: int, worker: str, fields: dict) -> int:
     if connection.vendor == "postgresql" and not settings.OPENHIVE["QUEUE_SYNC_FINISH"]:
         prefix = f"WITH async AS ({NO_FLUSH_WAIT}) "
         source = "FROM async "
-    sql, params = end_held_statement(task_id, worker, fields, source=source)
+    sql, params = end_held_statement(task_id, worker, fields, prefix=prefix, source=source)
     with connection.cursor() as cursor:
-        cursor.execute(prefix + sql, params)
+        cursor.execute(sql, params)
         return cursor.rowcount
 
 
 def end_held_statement(
-    task_id: int, worker: str, fields: dict, *, source: str = ""
+    task_id: int, worker: str, fields: dict, *, prefix: str = "", source: str = ""
 ) -> tuple[str, list]:
     """The UPDATE that writes `fields` on the task only while `worker` still holds it
-    (`source`: a FROM clause the caller's prefix needs)."""
+    (`prefix`: a WITH clause before it; `source`: a FROM clause that clause needs)."""
     ops = connection.ops
     table = ops.quote_name(Task._meta.db_table)
     values = [ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v
               for v in fields.values()]  # fmt: skip
     assignments = ", ".join(f"{ops.quote_name(name)} = %s" for name in fields)
     return (
-        f"UPDATE {table} SET {assignments} {source}"
-        "WHERE id = %s AND status = %s AND lease_owner = %s",
+        prepared(
+            f"{prefix}UPDATE {table} SET {assignments} {source}"
+            "WHERE id = %s AND status = %s AND lease_owner = %s"
+        ),
         [*values, task_id, Task.Status.RUNNING, worker],
     )

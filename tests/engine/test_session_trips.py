@@ -19,6 +19,7 @@ from openhive.core.rows import insert_statement
 from openhive.engine.models import LlmExchange, Session, ToolCall
 from openhive.engine.services import session_open, session_record_step
 from teams.agent import run_team_session
+from tests.queries import as_written
 from vault import crypto
 from vault.models import VaultEntry
 from vault.services import vault_read
@@ -55,7 +56,7 @@ def test_a_session_reads_the_secrets_once(main_team, scripted_provider, monkeypa
     with CaptureQueriesContext(connection) as captured:
         assert run_team_session(main_team, "go", max_turns=10).ok
     # At its start, not again at its end (it used to reload there too).
-    assert _vault_reads(captured.captured_queries) == 1
+    assert _vault_reads(as_written(captured.captured_queries)) == 1
 
 
 def test_a_secret_stored_elsewhere_during_a_session_and_read_by_it_is_scrubbed(
@@ -107,7 +108,7 @@ def test_a_session_opens_in_one_round_trip(main_team, settings, sync):
     settings.OPENHIVE = {**settings.OPENHIVE, "SESSION_SYNC_COMMIT": sync}
     with CaptureQueriesContext(connection) as captured:
         session = _open(main_team.pk)
-    sqls = [q["sql"] for q in captured.captured_queries]
+    sqls = [q["sql"] for q in as_written(captured.captured_queries)]
     if connection.vendor == "postgresql":
         # BEGIN, the setting, the INSERT and COMMIT used to be four.
         assert len(sqls) == 1 and 'INSERT INTO "engine_session"' in sqls[0]

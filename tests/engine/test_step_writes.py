@@ -19,6 +19,7 @@ from tasks.models import Task
 from tasks.runner import run_task
 from tasks.services import task_enqueue
 from teams.agent import run_team_session
+from tests.queries import as_written
 
 pytestmark = pytest.mark.django_db
 
@@ -60,6 +61,7 @@ WRITE = re.compile(r'(?:^|; )(?:INSERT INTO|UPDATE|DELETE FROM) "')
 def kinds(queries: list[dict]) -> dict[str, int]:
     """Round trips, commits, and the writes and reads among the statements (PostgreSQL gets
     a step's writes in one round trip, as one implicit transaction: no COMMIT of its own)."""
+    queries = as_written(queries)
     counted = {"trips": len(queries), "commit": 0, "write": 0, "read": 0}
     for query in queries:
         sql = query["sql"].lstrip().removeprefix(NO_FLUSH_WAIT + "; ")
@@ -295,7 +297,7 @@ def test_session_writes_skip_the_wal_flush_wait_and_the_end_carrying_the_tasks_d
     task = task_enqueue(team=main_team, text="go", options={"max_turns": 10})
     with CaptureQueriesContext(connection) as captured:
         assert run_task(task.pk) == Task.Status.DONE
-    queries = [q["sql"] for q in captured.captured_queries]
+    queries = [q["sql"] for q in as_written(captured.captured_queries)]
     # A write skips the wait when its transaction set it off first (same query or the one before).
     writes = [
         (NO_FLUSH_WAIT in sql or (i > 0 and queries[i - 1] == NO_FLUSH_WAIT), sql)

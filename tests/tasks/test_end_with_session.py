@@ -18,6 +18,7 @@ from tasks.models import Task
 from tasks.runner import run_claimed, run_task
 from tasks.services import session_ends, task_enqueue
 from tasks.services.claims import batch_owner, task_claim_batch
+from tests.queries import as_written
 
 pytestmark = pytest.mark.django_db(transaction=True)  # commits are what is checked
 
@@ -45,7 +46,7 @@ def transactions(sqls: list[str]) -> list[list[str]]:
 def run(task: Task) -> tuple[str, list[list[str]]]:
     with CaptureQueriesContext(connection) as captured:
         status = run_task(task.pk)
-    return status, transactions([q["sql"] for q in captured.captured_queries])
+    return status, transactions([q["sql"] for q in as_written(captured.captured_queries)])
 
 
 def session_end(sql: str) -> bool:

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from tasks.models import Task
 from tasks.services import task_enqueue
 from tasks.wake import CHANNEL, Waker, wake_file
+from tests.queries import as_written
 
 pytestmark = pytest.mark.django_db(transaction=True)  # commits are what is checked
 
@@ -38,7 +39,7 @@ def heard(raw, timeout: float) -> list[str]:
 def test_an_enqueue_is_one_query_and_announces_its_task_at_commit(teams, listener):
     with CaptureQueriesContext(connection) as captured:
         task = task_enqueue(team=teams[0], text="work", options={"k": "é"})
-    [sql] = [q["sql"] for q in captured.captured_queries]
+    [sql] = [q["sql"] for q in as_written(captured.captured_queries)]
     assert sql.startswith(f"NOTIFY {CHANNEL}; INSERT INTO") and "RETURNING" in sql
     assert heard(listener, 5) == [CHANNEL]
     row = Task.objects.get(pk=task.pk)
