@@ -16,6 +16,7 @@ from django.db import connection
 
 from openhive.core.compiled import CompiledQuery
 from openhive.core.db import RESET_ERRORS, keep_connection_if_sound, reconnecting, reconnects
+from openhive.core.prepared import prepared
 from openhive.engine import stopping, tracing
 from openhive.engine.budgets import TriggerWindow, window_since
 from openhive.engine.models import Session
@@ -274,7 +275,7 @@ def still_held_check(
             if fresh and stopping.generation() == generation:
                 return False
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(prepared(sql), params)
             row = cursor.fetchone()
         return row is None or row[0] != worker
 
