@@ -72,13 +72,15 @@ def test_a_statement_the_server_lost_runs_again_unprepared_and_is_prepared_anew(
 
 
 @on_postgresql
-def test_a_statement_a_migration_made_stale_still_answers_with_the_new_shape(table):
+def test_a_statement_a_migration_made_stale_still_answers_with_the_new_shape(table, caplog):
     sql = "SELECT * FROM prep_probe WHERE a = %s"
     for _ in range(USES_BEFORE_PREPARE + 1):
         assert _answer(sql, [1]) == [(1, "100% sure")]
     with connection.cursor() as cursor:
         cursor.execute("ALTER TABLE prep_probe ADD COLUMN extra int DEFAULT 7")
+    caplog.set_level(logging.INFO, logger="openhive.core.prepared")
     assert _answer(sql, [1]) == [(1, "100% sure", 7)]
+    assert any("was stale" in r.getMessage() for r in caplog.records)
     for _ in range(USES_BEFORE_PREPARE + 1):
         assert _answer(sql, [2]) == [(2, "two", 7)]
     assert prepared(sql).startswith("EXECUTE oh_")
@@ -94,6 +96,20 @@ def test_a_lost_statement_inside_a_transaction_fails_it_and_the_next_run_recover
     with pytest.raises(Exception, match="does not exist"), transaction.atomic():
         _answer(sql, ["two"])
     assert _answer(sql, ["two"]) == [(2,)]
+
+
+@on_postgresql
+def test_a_query_that_committed_part_of_its_work_is_not_run_again(table):
+    sql = "SELECT count(*) FROM prep_probe WHERE a = %s"
+    for _ in range(USES_BEFORE_PREPARE):
+        _answer(sql, [9])
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+        with pytest.raises(Exception, match="does not exist"):
+            cursor.execute(
+                f"BEGIN; INSERT INTO prep_probe VALUES (9, 'once'); COMMIT; {prepared(sql)}", [9]
+            )
+    assert _answer(sql, [9]) == [(1,)]
 
 
 @on_postgresql

@@ -13,8 +13,9 @@ What can go wrong, and what happens then:
 - the server no longer has the statement (`DISCARD ALL`, a pooler's reset: 26000), or a
   migration changed the shape of its result ("cached plan must not change result type":
   0A000): the connection forgets what it had prepared and, when nothing of the query took
-  effect (autocommit: its implicit transaction was rolled back), the query runs again as plain
-  SQL; inside a transaction the error reaches the caller, whose transaction it spoiled;
+  effect (autocommit, no COMMIT of its own: its implicit transaction was rolled back), the
+  query runs again as plain SQL; inside a transaction the error reaches the caller, whose
+  transaction it spoiled;
 - PREPARE refuses a statement (a parameter whose type it cannot tell): logged once, and the
   statement always runs as plain SQL in this process.
 
@@ -38,11 +39,14 @@ logger = logging.getLogger(__name__)
 # Runs of a statement on one connection before it is prepared there: a connection that lives
 # for one request does not pay a PREPARE for what it runs once.
 USES_BEFORE_PREPARE = 3
-# Prepared statements one connection may hold (each keeps a plan in its server process).
+# Prepared statements one connection may hold (each keeps a plan in its server process), and
+# statement texts this process keeps track of.
 MOST_PER_CONNECTION = 64
+MOST_STATEMENTS = 1024
 _STATE = "openhive_prepared"
 _PLACEHOLDER = re.compile(r"%%|%s|%")
 _EXECUTE = re.compile(r"EXECUTE (oh_[0-9a-f]{16})(?:\(%s(?:, %s)*\))?")
+_COMMIT = re.compile(r"\bCOMMIT\b", re.IGNORECASE)
 _LOST = "26000"  # invalid_sql_statement_name: the server has no statement of that name
 _STALE = "0A000"  # feature_not_supported: cached plan must not change result type
 _DUPLICATE = "42P05"  # duplicate_prepared_statement
@@ -85,6 +89,8 @@ def prepared(sql: str) -> str:
         return sql
     statement = _statements.get(sql, False)
     if statement is False:
+        if len(_statements) >= MOST_STATEMENTS:
+            return sql
         statement = _statement(sql)
     if statement is None:
         return sql
@@ -111,8 +117,8 @@ def recover_lost_statements(execute: Any, sql: str, params: Any, many: bool, con
             raise
         conn = context["connection"]
         _forget(conn, stale=set(_EXECUTE.findall(sql)) if state == _STALE else set())
-        if not _idle(conn):
-            raise
+        if not _idle(conn) or _COMMIT.search(sql):
+            raise  # inside a transaction, or part of the query may have committed
         logger.info("a prepared statement was %s; running the query unprepared",
                     "lost" if state == _LOST else "stale")  # fmt: skip
         return execute(unprepared(sql), params, many, context)
