@@ -38,6 +38,7 @@ def main() -> None:
         from openhive.chat.admit import Admission, chat_receive_many
         from openhive.chat.dbpool import close_db_connections, db, on_admit_thread
         from openhive.chat.models import Message
+        from openhive.core.prepared import USES_BEFORE_PREPARE
         from openhive.core.rows import insert_statement
         from trust.gate import Sender
 
@@ -47,7 +48,10 @@ def main() -> None:
 
         row = {"channel_id": "ws:user:1", "sender_id": "alice", "role": Message.Role.USER,
                "content": "hello", "trust_decision": "allow"}  # fmt: skip
-        statement = insert_statement(Message, [row])  # built once: the database's part only
+        # Built once, the database's part only: as often as makes it a prepared statement
+        # on PostgreSQL (openhive.core.prepared), as the admissions' own INSERT is.
+        for _ in range(USES_BEFORE_PREPARE):
+            statement = insert_statement(Message, [row])
 
         def bare_insert() -> None:
             with connection.cursor() as cursor:

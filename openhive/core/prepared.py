@@ -50,6 +50,9 @@ _COMMIT = re.compile(r"\bCOMMIT\b", re.IGNORECASE)
 _LOST = "26000"  # invalid_sql_statement_name: the server has no statement of that name
 _STALE = "0A000"  # feature_not_supported: cached plan must not change result type
 _DUPLICATE = "42P05"  # duplicate_prepared_statement
+# What PREPARE refuses a statement with for good: its text (42: a type it cannot tell, say)
+# or a feature (0A).
+_REFUSALS = ("42", "0A")
 
 
 class _Statement:
@@ -187,6 +190,8 @@ def _prepare(conn: BaseDatabaseWrapper, statement: _Statement) -> bool:
                 # made again, in case its plan went stale.
                 cursor.execute(f"DEALLOCATE {statement.name}; {text}")
     except DatabaseError as exc:
+        if not str(getattr(exc.__cause__, "sqlstate", None) or "").startswith(_REFUSALS):
+            raise  # the connection broke, say: the caller's own query would fail the same way
         _statements[statement.sql] = None
         logger.warning(
             "PostgreSQL would not prepare a statement; it runs unprepared: %s",
