@@ -20,7 +20,8 @@ once.
 Wall time is the measure. On a shared machine other processes' load stretches the engine's
 thread handoffs and database round trips more than the bare loop's pure Python, so each line
 also gives this process's CPU time per step and its ratio (the database server's CPU, on
-PostgreSQL, is not in it), and the load average is printed.
+PostgreSQL, is not in it), and the load average is printed. Each K also gives each mode's time
+in database queries a session (this process waiting on its round trips and the server's work).
 """
 
 from __future__ import annotations
@@ -89,16 +90,30 @@ def bare(steps: int, schema: dict) -> float:
     return elapsed / calls
 
 
+# Seconds this process spent in its database queries (their round trips and the server's
+# work), summed by a wrapper on the connection, which the session's loop thread borrows too.
+DB_SECONDS = [0.0]
+_last_db = [0.0]
+
+
+def _timed_query(execute, sql, params, many, context):
+    started = time.perf_counter()
+    try:
+        return execute(sql, params, many, context)
+    finally:
+        DB_SECONDS[0] += time.perf_counter() - started
+
+
 def chat(steps: int, team) -> float:
     from openhive.engine.models import Session
     from teams.agent import run_team_session
 
     events: list[dict] = []
-    started = time.perf_counter()
+    started, db = time.perf_counter(), DB_SECONDS[0]
     outcome = run_team_session(
         team, "go", kind=Session.Kind.CHAT, on_event=events.append, max_turns=steps + 5
     )
-    elapsed = time.perf_counter() - started
+    elapsed, _last_db[0] = time.perf_counter() - started, DB_SECONDS[0] - db
     assert outcome.ok, outcome.error
     return elapsed / (steps + 1)
 
@@ -108,10 +123,10 @@ def task(steps: int, team) -> float:
     from tasks.runner import run_task
     from tasks.services import task_enqueue
 
-    started = time.perf_counter()
+    started, db = time.perf_counter(), DB_SECONDS[0]
     queued = task_enqueue(team=team, text="go")
     run_task(queued.pk)
-    elapsed = time.perf_counter() - started
+    elapsed, _last_db[0] = time.perf_counter() - started, DB_SECONDS[0] - db
     status = Task.objects.values_list("status", flat=True).get(pk=queued.pk)
     assert status == Task.Status.DONE, status
     return elapsed / (steps + 1)
@@ -123,10 +138,10 @@ def pull(steps: int, team) -> float:
     from tasks.runner import run_next_task
     from tasks.services import task_enqueue
 
-    started = time.perf_counter()
+    started, db = time.perf_counter(), DB_SECONDS[0]
     queued = task_enqueue(team=team, text="go")
     run_next_task("bench")
-    elapsed = time.perf_counter() - started
+    elapsed, _last_db[0] = time.perf_counter() - started, DB_SECONDS[0] - db
     status = Task.objects.values_list("status", flat=True).get(pk=queued.pk)
     assert status == Task.Status.DONE, status
     return elapsed / (steps + 1)
@@ -146,6 +161,8 @@ def main() -> None:
     ks = [int(k) for k in args.steps.split(",")]
 
     with throwaway_django("openhive-step-") as (data, vendor):
+        from django.db import connection
+
         from openhive.core.registry import get_tool, tool
         from openhive.engine.llm import get_litellm
         from teams.config import default_config, write_team_config
@@ -162,6 +179,7 @@ def main() -> None:
         config = default_config("adder", parent="main")
         write_team_config(config.model_copy(update={"allowed_tools": ["add"], "max_turns": 500}))
         get_litellm()
+        connection.execute_wrappers.append(_timed_query)
 
         print(
             f"database: {vendor}; per step = wall / (K + 1) model calls; median of "
@@ -178,7 +196,7 @@ def main() -> None:
             # of 11 quick steps lasts a few ms, as long as a scheduler hiccup or a GC pass.
             slowest = max(_run(mode, k, team, schema)[0] for mode in MODES) * (k + 1)
             repeat = max(1, math.ceil(args.sample_ms / 1000 / slowest))
-            samples: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
+            samples: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in MODES}
             for number in range(args.rounds):
                 order = list(MODES)
                 for mode in order[number % 4 :] + order[: number % 4]:
@@ -201,6 +219,11 @@ def main() -> None:
                     f"{wall / base:.2f}x of the medians; CPU {used * 1000:.2f} ms "
                     f"= {used / base_cpu:.2f}x bare"
                 )
+            waits = ", ".join(
+                f"{mode} {statistics.median(v[2] for v in samples[mode]) * 1000:.2f}"
+                for mode in MODES[1:]
+            )
+            print(f"        time in database queries, ms a session: {waits}")
         if len(ks) > 1:
             low, high = min(ks), max(ks)
             for mode in MODES:
@@ -234,7 +257,7 @@ def _print_fixed_and_marginal(results: dict[tuple[str, int], float], ks: list[in
         )
 
 
-def _paired_ratio(mode: list[tuple[float, float]], bare: list[tuple[float, float]]) -> float:
+def _paired_ratio(mode: list[tuple[float, ...]], bare: list[tuple[float, ...]]) -> float:
     """The median, over rounds, of a mode's wall time over the bare loop's in the same round.
     On a shared VM the bare loop's own speed drifts by a quarter within a minute; a round's
     samples are taken within a second of each other, so each ratio sees the same machine."""
@@ -245,8 +268,9 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _run(mode: str, k: int, team, schema: dict, repeat: int = 1) -> tuple[float, float]:
-    """(wall, CPU of this process) per step, over `repeat` sessions one after the other."""
+def _run(mode: str, k: int, team, schema: dict, repeat: int = 1) -> tuple[float, float, float]:
+    """(wall, CPU of this process) per step, and the time in database queries per session,
+    over `repeat` sessions one after the other."""
     cpu = time.process_time()
     runs = {
         "bare": lambda: bare(k, schema),
@@ -254,11 +278,13 @@ def _run(mode: str, k: int, team, schema: dict, repeat: int = 1) -> tuple[float,
         "task": lambda: task(k, team),
         "pull": lambda: pull(k, team),
     }
-    wall = 0.0
+    wall = db = 0.0
     for _ in range(repeat):
         reset_script()
+        _last_db[0] = 0.0
         wall += runs[mode]()
-    return wall / repeat, (time.process_time() - cpu) / (k + 1) / repeat
+        db += _last_db[0]
+    return wall / repeat, (time.process_time() - cpu) / (k + 1) / repeat, db / repeat
 
 
 if __name__ == "__main__":
