@@ -93,7 +93,6 @@ def bare(steps: int, schema: dict) -> float:
 # Seconds this process spent in its database queries (their round trips and the server's
 # work), summed by a wrapper on the connection, which the session's loop thread borrows too.
 DB_SECONDS = [0.0]
-_last_db = [0.0]
 
 
 def _timed_query(execute, sql, params, many, context):
@@ -104,7 +103,7 @@ def _timed_query(execute, sql, params, many, context):
         DB_SECONDS[0] += time.perf_counter() - started
 
 
-def chat(steps: int, team) -> float:
+def chat(steps: int, team) -> tuple[float, float]:
     from openhive.engine.models import Session
     from teams.agent import run_team_session
 
@@ -113,12 +112,12 @@ def chat(steps: int, team) -> float:
     outcome = run_team_session(
         team, "go", kind=Session.Kind.CHAT, on_event=events.append, max_turns=steps + 5
     )
-    elapsed, _last_db[0] = time.perf_counter() - started, DB_SECONDS[0] - db
+    elapsed, db = time.perf_counter() - started, DB_SECONDS[0] - db
     assert outcome.ok, outcome.error
-    return elapsed / (steps + 1)
+    return elapsed / (steps + 1), db
 
 
-def task(steps: int, team) -> float:
+def task(steps: int, team) -> tuple[float, float]:
     from tasks.models import Task
     from tasks.runner import run_task
     from tasks.services import task_enqueue
@@ -126,13 +125,13 @@ def task(steps: int, team) -> float:
     started, db = time.perf_counter(), DB_SECONDS[0]
     queued = task_enqueue(team=team, text="go")
     run_task(queued.pk)
-    elapsed, _last_db[0] = time.perf_counter() - started, DB_SECONDS[0] - db
+    elapsed, db = time.perf_counter() - started, DB_SECONDS[0] - db
     status = Task.objects.values_list("status", flat=True).get(pk=queued.pk)
     assert status == Task.Status.DONE, status
-    return elapsed / (steps + 1)
+    return elapsed / (steps + 1), db
 
 
-def pull(steps: int, team) -> float:
+def pull(steps: int, team) -> tuple[float, float]:
     """The pull worker's way (`manage.py openhive worker`): claim the most urgent task, run it."""
     from tasks.models import Task
     from tasks.runner import run_next_task
@@ -141,10 +140,10 @@ def pull(steps: int, team) -> float:
     started, db = time.perf_counter(), DB_SECONDS[0]
     queued = task_enqueue(team=team, text="go")
     run_next_task("bench")
-    elapsed, _last_db[0] = time.perf_counter() - started, DB_SECONDS[0] - db
+    elapsed, db = time.perf_counter() - started, DB_SECONDS[0] - db
     status = Task.objects.values_list("status", flat=True).get(pk=queued.pk)
     assert status == Task.Status.DONE, status
-    return elapsed / (steps + 1)
+    return elapsed / (steps + 1), db
 
 
 def main() -> None:
@@ -273,7 +272,7 @@ def _run(mode: str, k: int, team, schema: dict, repeat: int = 1) -> tuple[float,
     over `repeat` sessions one after the other."""
     cpu = time.process_time()
     runs = {
-        "bare": lambda: bare(k, schema),
+        "bare": lambda: (bare(k, schema), 0.0),
         "chat": lambda: chat(k, team),
         "task": lambda: task(k, team),
         "pull": lambda: pull(k, team),
@@ -281,9 +280,8 @@ def _run(mode: str, k: int, team, schema: dict, repeat: int = 1) -> tuple[float,
     wall = db = 0.0
     for _ in range(repeat):
         reset_script()
-        _last_db[0] = 0.0
-        wall += runs[mode]()
-        db += _last_db[0]
+        per_step, in_queries = runs[mode]()
+        wall, db = wall + per_step, db + in_queries
     return wall / repeat, (time.process_time() - cpu) / (k + 1) / repeat, db / repeat
 
 

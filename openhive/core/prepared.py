@@ -109,7 +109,7 @@ def prepared(sql: str) -> str:
     return statement.execute
 
 
-def recover_lost_statements(execute: Any, sql: str, params: Any, many: bool, context: dict):
+def recover_lost_statements(execute: Any, sql: str, params: Any, many: bool, context: dict) -> Any:
     """An execute wrapper (on every PostgreSQL connection): a query that failed because a
     prepared statement was lost or stale runs again as plain SQL when it left nothing behind."""
     try:

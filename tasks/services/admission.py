@@ -117,8 +117,12 @@ def task_claim_next(
     mutex; else None (the task waits). The task comes with its team; like a batch claim's, it
     carries when its claim proved it held (`claims.held_since_now`)."""
     cap = team_cap(team_name)
+    # Before any BEGIN: a statement is prepared only between transactions.
+    statement = prepared(_claim_statement(exact=task_id is not None))
     if statements_in_one_query() and not connection.in_atomic_block:
-        claimed = _claim_in_two_trips(team_id, worker, cap, task_id, skip_locked=skip_locked)
+        claimed = _claim_in_two_trips(
+            statement, team_id, worker, cap, task_id, skip_locked=skip_locked
+        )
         if claimed is None:
             return None
         team, claimed = claimed
@@ -127,7 +131,6 @@ def task_claim_next(
             team = _enter_section(team_id, skip_locked=skip_locked)
             if team is None:
                 return None
-            statement = prepared(_claim_statement(exact=task_id is not None))
             claimed = raw_rows(Task, statement, _claim_params(team_id, worker, cap, task_id))
     if not claimed:
         return None
@@ -150,14 +153,18 @@ def _claim_params(team_id: int, worker: str, cap: int, task_id: int | None) -> l
 
 
 def _claim_in_two_trips(
-    team_id: int, worker: str, cap: int, task_id: int | None, *, skip_locked: bool
+    statement: str,
+    team_id: int,
+    worker: str,
+    cap: int,
+    task_id: int | None,
+    *,
+    skip_locked: bool,
 ) -> tuple[Team, list[Task]] | None:
     """PostgreSQL: the same transaction, its BEGIN sent with the team's lock and its COMMIT
     with the claiming UPDATE, in two round trips where Django's transaction took four. The
     UPDATE is still a statement of its own after the lock: it sees every claim committed
     before the lock was granted. None when the team is gone or (`skip_locked`) held."""
-    # Before BEGIN: a statement is prepared only between transactions.
-    statement = prepared(_claim_statement(exact=task_id is not None))
     with rolled_back_on_error():
         team = _enter_section(team_id, skip_locked=skip_locked, begin="BEGIN; ")
         if team is None:
