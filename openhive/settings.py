@@ -188,7 +188,7 @@ OPENHIVE = {
     # per connection (openhive.core.prepared); off behind a pooler in transaction mode.
     "PG_PREPARED": env.bool("OPENHIVE_PG_PREPARED", default=True),
     # Quick steps of one session are written together, at most this many ms apart (README).
-    "STEP_WRITE_WINDOW_MS": env.float("OPENHIVE_STEP_WRITE_WINDOW_MS", default=25.0),
+    "STEP_WRITE_WINDOW_MS": env.float("OPENHIVE_STEP_WRITE_WINDOW_MS", default=100.0),
     "ENGINE_TICK_SECONDS": env.float("OPENHIVE_ENGINE_TICK", default=0.25),
     # A dispatched task that no worker claimed within this time is handed out again.
     "REDISPATCH_SECONDS": env.int("OPENHIVE_REDISPATCH_SECONDS", default=120),

@@ -18,6 +18,8 @@ from django.db.models import Model, QuerySet
 _MARKER_BASE = -7_345_120_000
 # The attribute of a database connection that holds its row plans (`instances`).
 _PLANS = "openhive_row_plans"
+# libpq's PGRES_TUPLES_OK: a result that has rows to read, even with no columns ("SELECT ;").
+_TUPLES_OK = 2
 
 
 class CompiledQuery:
@@ -70,15 +72,33 @@ def raw_rows(model: type[Model], sql: str, params: list | tuple) -> list:
         cursor.execute(sql, params)
         to_rows(cursor)
         found = cursor.fetchall()
-        columns = [d[0] for d in cursor.description] if found else []
+        columns = column_names(cursor) if found else []
     return instances(model, columns, found)
 
 
 def to_rows(cursor: Any) -> None:
     """A query of several statements (PostgreSQL) answers with its first result: move on past
     those without rows to read (a BEGIN or a SET sent first)."""
-    while cursor.description is None and getattr(cursor, "nextset", None) and cursor.nextset():
+    while not _has_columns(cursor) and getattr(cursor, "nextset", None) and cursor.nextset():
         pass
+
+
+def column_names(cursor: Any) -> list[str]:
+    """The current result's column names. On psycopg read from the result itself: its
+    `description` builds a Column (with its type looked up) per column at every access, ~40 us
+    for a task row, more than making the row's instance."""
+    result = getattr(cursor.cursor, "pgresult", False)
+    if result is False:
+        return [d[0] for d in cursor.description]
+    encoding = cursor.cursor.connection.info.encoding
+    return [result.fname(i).decode(encoding) for i in range(result.nfields)]
+
+
+def _has_columns(cursor: Any) -> bool:
+    result = getattr(cursor.cursor, "pgresult", False)
+    if result is False:
+        return cursor.description is not None
+    return result is not None and (result.nfields > 0 or result.status == _TUPLES_OK)
 
 
 def instances(model: type[Model], columns: list[str], rows: list[tuple]) -> list:

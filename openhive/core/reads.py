@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Model
 
-from openhive.core.compiled import instances
+from openhive.core.compiled import column_names, instances
 from openhive.core.prepared import prepared
 
 
@@ -67,5 +67,5 @@ def answers_from(cursor: Any, reads: list[Read]) -> list[Any]:
 
 def _answer(cursor: Any, read: Read) -> Any:
     rows = cursor.fetchall()
-    columns = [d[0] for d in cursor.description] if rows else []
+    columns = column_names(cursor) if rows else []
     return read.decode(columns, rows)
