@@ -1,13 +1,13 @@
 """Per-step overhead of a session against a bare litellm tool loop, measured in the same run.
 
-    uv run python benchmarks/session_step.py [--steps 10,50,200] [--rounds 7]
+    uv run python benchmarks/session_step.py [--steps 10,50,200] [--seconds 30]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/x uv run python benchmarks/session_step.py
 
 The scenario the peers' benchmarks use: one agent, one tool `add(a, b)`, a zero-cost model (the
 scripted provider, through litellm) that makes K tool calls and then answers. Per-step time is
-wall / (K + 1) model calls. A sample runs sessions back to back for about --sample-ms: one
-session of 11 quick steps lasts a few ms, no longer than a scheduler hiccup. Three ways to run
-it, interleaved round by round:
+wall / (K + 1) model calls. The modes are interleaved session by session: a round runs one
+session of each (the order turning from round to round), and rounds go on for about --seconds
+at each K (at least --rounds). Three ways to run it beside the baseline:
   - bare: `litellm.completion` in a loop, the tool called in-process (the baseline);
   - chat: the engine's session as a chat turn of the team (kind chat, events to a sink);
   - task: a queued task, claimed and run by `run_task` as a django-q2 worker does;
@@ -149,12 +149,12 @@ def pull(steps: int, team) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", default="10,50,200")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=7, help="at least this many rounds")
     parser.add_argument(
-        "--sample-ms",
+        "--seconds",
         type=float,
-        default=200,
-        help="each sample runs sessions back to back until it lasts about this long",
+        default=30,
+        help="each K runs rounds (one session of each mode) for about this long",
     )
     args = parser.parse_args()
     ks = [int(k) for k in args.steps.split(",")]
@@ -181,9 +181,8 @@ def main() -> None:
         connection.execute_wrappers.append(_timed_query)
 
         print(
-            f"database: {vendor}; per step = wall / (K + 1) model calls; median of "
-            f"{args.rounds} rounds (a sample: ~{args.sample_ms:g} ms of sessions); load average "
-            f"{_load()}"
+            f"database: {vendor}; per step = wall / (K + 1) model calls; medians over rounds "
+            f"of one session of each mode (~{args.seconds:g} s a K); load average {_load()}"
         )
         results: dict[tuple[str, int], float] = {}
         cpu: dict[tuple[str, int], float] = {}
@@ -191,22 +190,23 @@ def main() -> None:
             write_script(data, k)
             for mode in MODES:  # warm-up
                 _run(mode, k, team, schema)
-            # A sample is as many sessions as fill --sample-ms of the slowest mode: one session
-            # of 11 quick steps lasts a few ms, as long as a scheduler hiccup or a GC pass.
-            slowest = max(_run(mode, k, team, schema)[0] for mode in MODES) * (k + 1)
-            repeat = max(1, math.ceil(args.sample_ms / 1000 / slowest))
+            # One session of each mode a round, so that the two sessions of a pair run a few
+            # ms apart: on a shared VM the machine's speed drifts by a quarter within a
+            # minute, and samples a second apart compared the drift as much as the modes.
+            one_round = sum(_run(mode, k, team, schema)[0] for mode in MODES) * (k + 1)
+            rounds = max(args.rounds, math.ceil(args.seconds / one_round))
             samples: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in MODES}
-            for number in range(args.rounds):
+            for number in range(rounds):
                 order = list(MODES)
                 for mode in order[number % 4 :] + order[: number % 4]:
-                    samples[mode].append(_run(mode, k, team, schema, repeat))
+                    samples[mode].append(_run(mode, k, team, schema))
             for mode, values in samples.items():
                 results[(mode, k)] = statistics.median(v[0] for v in values)
                 cpu[(mode, k)] = statistics.median(v[1] for v in values)
             base, base_cpu = results[("bare", k)], cpu[("bare", k)]
             print(
                 f"K={k:>4}: bare {base * 1000:6.2f} ms/step (CPU {base_cpu * 1000:.2f}); "
-                f"{repeat} session(s) a sample"
+                f"{rounds} rounds"
             )
             for mode in MODES[1:]:
                 wall, used = results[(mode, k)], cpu[(mode, k)]
@@ -257,9 +257,8 @@ def _print_fixed_and_marginal(results: dict[tuple[str, int], float], ks: list[in
 
 
 def _paired_ratio(mode: list[tuple[float, ...]], bare: list[tuple[float, ...]]) -> float:
-    """The median, over rounds, of a mode's wall time over the bare loop's in the same round.
-    On a shared VM the bare loop's own speed drifts by a quarter within a minute; a round's
-    samples are taken within a second of each other, so each ratio sees the same machine."""
+    """The median, over rounds, of a mode's wall time over the bare loop's in the same round:
+    a round's sessions run within a few ms of each other, so each ratio sees the same machine."""
     return statistics.median(m[0] / b[0] for m, b in zip(mode, bare, strict=True))
 
 
@@ -267,22 +266,15 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _run(mode: str, k: int, team, schema: dict, repeat: int = 1) -> tuple[float, float, float]:
-    """(wall, CPU of this process) per step, and the time in database queries per session,
-    over `repeat` sessions one after the other."""
+def _run(mode: str, k: int, team, schema: dict) -> tuple[float, float, float]:
+    """One session: (wall, CPU of this process) per step, and its time in database queries."""
+    reset_script()
     cpu = time.process_time()
-    runs = {
-        "bare": lambda: (bare(k, schema), 0.0),
-        "chat": lambda: chat(k, team),
-        "task": lambda: task(k, team),
-        "pull": lambda: pull(k, team),
-    }
-    wall = db = 0.0
-    for _ in range(repeat):
-        reset_script()
-        per_step, in_queries = runs[mode]()
-        wall, db = wall + per_step, db + in_queries
-    return wall / repeat, (time.process_time() - cpu) / (k + 1) / repeat, db / repeat
+    if mode == "bare":
+        per_step, in_queries = bare(k, schema), 0.0
+    else:
+        per_step, in_queries = {"chat": chat, "task": task, "pull": pull}[mode](k, team)
+    return per_step, (time.process_time() - cpu) / (k + 1), in_queries
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # script: (its smallest arguments, a figure it prints). The slow ones (sockets, start time,
 # search at size, browser) are left to be run by hand.
 SMALLEST = {
-    "session_step.py": (["--steps", "2,3", "--rounds", "1"], "once per session"),
+    "session_step.py": (["--steps", "2,3", "--rounds", "1", "--seconds", "0"], "once per session"),
     "session_replay.py": (["--steps", "2", "--rounds", "1"], "replay: "),
     "subagent_session.py": (["--steps", "2", "--rounds", "1"], "ratio "),
     "fanout_query_teams.py": (
