@@ -201,8 +201,9 @@ OPENHIVE = {
     "ORG_OP_DRAIN_SECONDS": env.float("OPENHIVE_ORG_OP_DRAIN_SECONDS", default=600),
     "ORG_OP_POLL_SECONDS": env.float("OPENHIVE_ORG_OP_POLL_SECONDS", default=0.1),
     "CANCEL_POLL_SECONDS": env.float("OPENHIVE_CANCEL_POLL_SECONDS", default=0.25),
-    # Before a model call the cancel flag is read again unless read within this time.
-    "CANCEL_FRESH_SECONDS": env.float("OPENHIVE_CANCEL_FRESH_SECONDS", default=0.02),
+    # Before a model call the cancel flag is read again unless read within this time (well
+    # under the poll: a quick tool loop reads it a few times a second, not at every step).
+    "CANCEL_FRESH_SECONDS": env.float("OPENHIVE_CANCEL_FRESH_SECONDS", default=0.1),
     # A query fan-out's thread waits this long for the next child, its connection kept open.
     "QUERY_THREAD_IDLE_SECONDS": env.float("OPENHIVE_QUERY_THREAD_IDLE_SECONDS", default=30),
     "STALL_CHECK_SECONDS": env.float("OPENHIVE_STALL_CHECK_SECONDS", default=600),
