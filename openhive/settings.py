@@ -184,8 +184,9 @@ OPENHIVE = {
     "QUEUE_SYNC_FINISH": env.bool("OPENHIVE_QUEUE_SYNC_FINISH", default=True),
     # PostgreSQL: session records commit without waiting for the WAL flush (README).
     "SESSION_SYNC_COMMIT": env.bool("OPENHIVE_SESSION_SYNC_COMMIT", default=False),
-    # PostgreSQL: the statements of every claim, session start and step are prepared once
-    # per connection (openhive.core.prepared); off behind a pooler in transaction mode.
+    # PostgreSQL: the statements of every enqueue, named task's claim, session start, step and
+    # task end are prepared once per connection (openhive.core.prepared); off behind a pooler
+    # in transaction mode.
     "PG_PREPARED": env.bool("OPENHIVE_PG_PREPARED", default=True),
     # Quick steps of one session are written together, at most this many ms apart (README).
     "STEP_WRITE_WINDOW_MS": env.float("OPENHIVE_STEP_WRITE_WINDOW_MS", default=100.0),
