@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +21,7 @@ from django.db import connection, models, transaction
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
+from openhive.core import jsontext
 from openhive.core.prepared import prepared
 from openhive.core.reads import Read, answers_from, run_reads
 
@@ -118,22 +120,91 @@ def _base_type(field: models.Field) -> str:
 
 
 def _insert_recordset(sql: str, fields: tuple, rows: list[dict]) -> tuple[str, list]:
-    document = []
-    for row in rows:
-        values = {}
-        for field, kind in fields:
-            value = row[field.attname] if field.attname in row else _default(field)
-            if kind == "moment" and type(value) is datetime and value.tzinfo is not None:
-                value = value.isoformat()  # what the ORM sends, as text
-            elif kind != "json" and not (kind == "plain" and type(value) in _PLAIN_VALUES):
-                # The value the ORM would send (an aware datetime, a Decimal), as text that
-                # the column's type reads back exactly.
-                value = field.get_db_prep_save(value, connection)
-                if value is not None and type(value) not in _PLAIN_VALUES:
-                    value = value.isoformat() if isinstance(value, datetime) else str(value)
-            values[field.column] = value
-        document.append(values)
-    return sql, [json.dumps(document)]
+    plan = _document_plan(fields)
+    try:
+        document = [plan.row(row) for row in rows]
+        return sql, [jsontext.dumps_strict(document)]
+    except (_NotPlain, TypeError):
+        return sql, [json.dumps([_document_row(fields, row) for row in rows])]
+
+
+class _NotPlain(Exception):
+    """A row the quick way cannot take as it is (a field left out, a value to prepare)."""
+
+
+class _DocumentPlan:
+    """A row of the recordset document, the quick way: the row's own values under the column
+    names, but for the few fields whose value the ORM would prepare first (an aware moment, a
+    decimal), prepared as `_document_row` does. A row that leaves out a field, or whose
+    value the JSON encoder refuses, takes `_document_row` (field by field) instead. The field by
+    field way cost ~30 bytecodes a value: 11,000 for the final write of a ten-step session."""
+
+    def __init__(self, fields: tuple) -> None:
+        self.names = frozenset(field.attname for field, _kind in fields)
+        self.renamed = [(f.attname, f.column) for f, _k in fields if f.attname != f.column]
+        self.prepared = [
+            (f.attname, f.column, _quick_value(f, k)) for f, k in fields if k in _PREPARED
+        ]
+
+    def row(self, row: dict) -> dict:
+        if not self.names <= row.keys():
+            raise _NotPlain
+        if len(row) == len(self.names):
+            values = dict(row)
+        else:
+            values = {name: row[name] for name in self.names}
+        for attname, column in self.renamed:
+            values[column] = values.pop(attname)
+        for attname, column, prepare in self.prepared:
+            values[column] = prepare(row[attname])
+        return values
+
+
+_PREPARED = frozenset({"moment", "prepared"})
+
+
+def _quick_value(field: models.Field, kind: str) -> Callable[[object], object]:
+    """`_document_value` for one field, with a shortcut for its common value: an aware
+    moment's ISO text; a finite decimal's text (what DecimalField prepares a Decimal into
+    on PostgreSQL: the Decimal itself, which the column reads back exactly)."""
+    if kind == "moment":
+        return lambda value: (
+            value.isoformat()
+            if type(value) is datetime and value.tzinfo is not None
+            else _document_value(field, kind, value)
+        )
+    if isinstance(field, models.DecimalField):
+        return lambda value: (
+            str(value)
+            if type(value) is Decimal and value.is_finite()
+            else _document_value(field, kind, value)
+        )
+    return lambda value: _document_value(field, kind, value)
+
+
+@functools.cache
+def _document_plan(fields: tuple) -> _DocumentPlan:
+    return _DocumentPlan(fields)
+
+
+def _document_row(fields: tuple, row: dict) -> dict:
+    values = {}
+    for field, kind in fields:
+        value = row[field.attname] if field.attname in row else _default(field)
+        values[field.column] = _document_value(field, kind, value)
+    return values
+
+
+def _document_value(field: models.Field, kind: str, value: object) -> object:
+    if kind == "moment" and type(value) is datetime and value.tzinfo is not None:
+        return value.isoformat()  # what the ORM sends, as text
+    if kind != "json" and not (kind == "plain" and type(value) in _PLAIN_VALUES):
+        # The value the ORM would send (an aware datetime, a Decimal), as text that the
+        # column's type reads back exactly.
+        value = field.get_db_prep_save(value, connection)
+        if value is not None and type(value) not in _PLAIN_VALUES:
+            value = value.isoformat() if isinstance(value, datetime) else str(value)
+    return value
 
 
 def _default(field: models.Field) -> object:

@@ -31,7 +31,8 @@ PATTERNS = [
 # is decided by plain substring searches for what every match contains, lower-cased
 # (`_may_match_patterns`). A case-insensitive regex scan for the same words took ~30 ns a
 # character, ~60 us on a system prompt, and every step's new messages went through it twice.
-# Argument keys whose values are secret by nature, even before the vault knows them.
+# Argument keys whose values are secret by nature, even before the vault knows them (each is
+# among the words `Scrubber.untouched` looks for).
 SENSITIVE_KEYS = frozenset({"credentials", "password", "api_key", "secret", "token"})
 _QUOTED_KEYS = tuple(f'"{key}"' for key in SENSITIVE_KEYS)
 
@@ -50,6 +51,13 @@ def escaped_forms(secret: str) -> frozenset[str]:
     return frozenset(form for form in forms if form)
 
 
+# Characters that every JSON encoder writes as they are, at any depth of JSON nested in strings:
+# printable ASCII but the quote and the backslash (always escaped) and the slash (written `\/` by
+# some encoders, PHP's among them). A secret made of them only shows in the JSON text of a value
+# holding it as itself, unless an encoder chose a \u escape for one of them (see `untouched`).
+_VERBATIM = frozenset(map(chr, range(0x20, 0x7F))) - {'"', "\\", "/"}
+
+
 class Scrubber:
     def __init__(self, secrets: Iterable[str] = (), *, min_length: int = MIN_SECRET_LENGTH) -> None:
         # Longest first, so a secret that contains another is replaced whole.
@@ -59,6 +67,37 @@ class Scrubber:
         # Every written form of every secret, longest first for the same reason.
         self.forms = sorted(
             {form for s in self.secrets for form in escaped_forms(s)}, key=len, reverse=True
+        )
+        # Whether `untouched` can decide by a text search: every secret is written verbatim.
+        self.screenable = all(_VERBATIM.issuperset(s) for s in self.secrets)
+
+    def untouched(self, text: str) -> bool:
+        """Whether `data()` would leave unchanged the value whose JSON text is `text`
+        (`json.dumps` of it, either `ensure_ascii`): True only when no secret, no secret-shaped
+        word and no sensitive key name occurs anywhere in it, nested JSON strings included.
+        A walk of the value cost ~20 calls per message a session records; this is a dumps and
+        a few substring searches. False means "look closer" (`data`), never "nothing there".
+
+        Why a search of the text sees what the walk would: the walk checks each string for the
+        secrets and the shape words, decodes strings holding JSON and checks theirs, and redacts
+        sensitive keys' values. A string's JSON text holds every ASCII word of it unchanged, and a
+        verbatim secret unchanged (`_VERBATIM`), at every depth -- unless an encoder wrote a
+        character of nested JSON as a \\u escape or a slash as `\\/`, which the outer text then
+        shows as `\\\\u` or `\\\\/`: such a text is never called untouched."""
+        if not self.screenable or "\\\\u" in text or "\\\\/" in text:
+            return False
+        for secret in self.secrets:
+            if secret in text:
+                return False
+        lowered = text.lower()
+        # Spelled out, as in `_may_match_patterns`: a generator cost more than the searches.
+        return not (
+            _may_match_patterns(text, lowered)
+            # What `json.dumps` escapes of what case-insensitive matching reads as an ASCII
+            # letter: the two i's of `_may_match_patterns`, and the Kelvin sign (a k)
+            or "\\u013" in lowered
+            or "\\u212a" in lowered
+            or may_name_sensitive_key(lowered)
         )
 
     def text(self, value: str) -> str:
@@ -139,6 +178,18 @@ def _may_match_patterns(value: str, lowered: str) -> bool:
         or "api-key" in lowered
         or "\u0130" in value
         or "\u0131" in value
+    )
+
+
+def may_name_sensitive_key(lowered: str) -> bool:
+    """Whether lower-cased text holds any of SENSITIVE_KEYS (spelled out: a generator over
+    them cost more than the searches)."""
+    return (
+        "password" in lowered
+        or "token" in lowered
+        or "secret" in lowered
+        or "credentials" in lowered
+        or "api_key" in lowered
     )
 
 

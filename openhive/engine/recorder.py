@@ -14,7 +14,6 @@ within that step or window."""
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import operator
 import time
@@ -24,7 +23,9 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
+from openhive.core import jsontext
 from openhive.core.db import RESET_ERRORS
+from openhive.core.jsontext import canonical
 from openhive.core.reads import Read
 from openhive.core.scrubbing import Scrubber, get_scrubber
 
@@ -45,7 +46,7 @@ Kind = LlmExchange.Kind
 
 
 def digest(messages: list[dict]) -> str:
-    return hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()
+    return hashlib.sha256(canonical(messages).encode()).hexdigest()
 
 
 class SessionRecorder:
@@ -122,23 +123,34 @@ class SessionRecorder:
         (the whole request is the sum of the rows), a compaction its whole request."""
         scrubber = self.scrubber()
         start = self.recorded_upto if kind == Kind.STEP else 0
-        response = scrubber.data(reply.message)
+        # The reply's JSON text, made once: the scrubber's screen reads it now, and the next
+        # step's digest, where the reply is the first new message of the request.
+        reply_text = canonical(reply.message)
+        response = _clean(scrubber, reply.message, reply_text)
         self.sequence += 1
         schemas = tools or []
         if kind == Kind.STEP:
             self.session.turns = turn
+            request_digest = self.request_digest.of(messages)
+            new = messages[start:]
+            texts = self.request_digest.texts(new)
+            request_messages = [
+                self._scrubbed(scrubber, m, text) for m, text in zip(new, texts, strict=True)
+            ]
+            self.request_digest.remember(reply.message, reply_text)
+        else:
+            request_digest = digest(messages)
+            request_messages = [scrubber.data(m) for m in messages]
         self._add_exchange(
             turn=self.sequence,
             kind=kind,
-            request_digest=self.request_digest.of(messages)
-            if kind == Kind.STEP
-            else digest(messages),
+            request_digest=request_digest,
             request_start=start,
-            request_messages=[self._scrubbed(scrubber, m) for m in messages[start:]],
+            request_messages=request_messages,
             tools=[t["function"]["name"] for t in schemas] if kind == Kind.STEP else [],
             tools_digest=(tools_digest or digest(schemas)) if kind == Kind.STEP else "",
             provider_profile=reply.profile,
-            attempts=scrubber.data(reply.attempts),
+            attempts=_clean(scrubber, reply.attempts, None),
             response=response,
             finish_reason=reply.finish_reason,
             prompt_tokens=reply.prompt_tokens,
@@ -150,11 +162,11 @@ class SessionRecorder:
             self.recorded_upto = len(messages)
             self.last_reply = (reply.message, scrubber, response)
 
-    def _scrubbed(self, scrubber: Scrubber, message: dict) -> object:
+    def _scrubbed(self, scrubber: Scrubber, message: dict, text: str | None) -> object:
         last = self.last_reply
         if last is not None and last[0] is message and last[1] is scrubber:
             return last[2]
-        return scrubber.data(message)
+        return _clean(scrubber, message, text)
 
     def failed(self, messages: list[dict], attempts: list[dict], error: str) -> None:
         """A call no retry or fallback could answer: its request and every attempt."""
@@ -314,6 +326,17 @@ class SessionRecorder:
             return None
 
 
+def _clean(scrubber: Scrubber, value: object, text: str | None) -> object:
+    """`scrubber.data(value)`, or `value` itself when its JSON text shows there is nothing to
+    scrub (`Scrubber.untouched`): what a step records is not changed afterwards."""
+    if text is None:
+        try:
+            text = jsontext.dumps(value)
+        except (TypeError, ValueError, RecursionError):
+            return scrubber.data(value)
+    return value if scrubber.untouched(text) else scrubber.data(value)
+
+
 class RequestDigest:
     """`digest(messages)` of a request that grows between steps, kept as it grows: each
     message is serialised once, not the whole history at every step. A history rewritten
@@ -322,6 +345,13 @@ class RequestDigest:
     def __init__(self) -> None:
         self.seen: list[dict] = []
         self.hasher = hashlib.sha256(b"[")
+        # The canonical text of each message seen, by position; and that of the last reply,
+        # made by the recorder before the reply joined the request.
+        self.seen_texts: list[str] = []
+        self.known: tuple[object, str] | None = None
+
+    def remember(self, message: object, text: str) -> None:
+        self.known = (message, text)
 
     def of(self, messages: list[dict]) -> str:
         seen = self.seen
@@ -329,17 +359,30 @@ class RequestDigest:
         # more per step the longer the history).
         kept = len(messages) >= len(seen) and all(map(operator.is_, seen, messages))
         if not kept:
-            self.seen, self.hasher = [], hashlib.sha256(b"[")
+            self.seen, self.hasher, self.seen_texts = [], hashlib.sha256(b"["), []
             seen = self.seen
+        known = self.known
         # json.dumps of a list is "[" + the items joined by ", " + "]".
         for message in messages[len(seen) :]:
             if seen:
                 self.hasher.update(b", ")
-            self.hasher.update(json.dumps(message, sort_keys=True, default=str).encode())
+            text = known[1] if known is not None and known[0] is message else canonical(message)
+            self.hasher.update(text.encode())
             seen.append(message)
+            self.seen_texts.append(text)
         done = self.hasher.copy()
         done.update(b"]")
         return done.hexdigest()
+
+    def texts(self, messages: list[dict]) -> list[str | None]:
+        """The canonical texts of `messages`, the request's last ones as `of` saw them (None
+        for each when they are not)."""
+        if not messages:
+            return []
+        tail = self.seen[-len(messages) :]
+        if len(tail) == len(messages) and all(map(operator.is_, tail, messages)):
+            return self.seen_texts[-len(messages) :]
+        return [None] * len(messages)
 
 
 def complete_once(

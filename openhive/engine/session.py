@@ -16,7 +16,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from openhive.core import logcontext, scrubbing
+from openhive.core import jsontext, logcontext, scrubbing
 from openhive.core.context import PAUSING_TOOLS, ToolContext
 from openhive.core.db import RESET_ERRORS
 from openhive.core.errors import DomainError
@@ -376,7 +376,7 @@ class _Loop:
             "role": "tool",
             "tool_call_id": call["id"],
             "name": name,
-            "content": json.dumps(result, default=str),
+            "content": jsontext.dumps(result),
         }
 
     def check_stop(self, *, fresh: bool = False) -> None:

@@ -14,11 +14,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from openhive.core import jsontext
 from openhive.core.context import ToolContext
 from openhive.core.errors import DomainError
 from openhive.core.registry import ToolSpec, all_tools, get_tool, is_allowed
-from openhive.core.scrubbing import get_scrubber, sensitive_values
-from openhive.core.text import UnstorableText, check_storable, storable, text_problem
+from openhive.core.scrubbing import (
+    Scrubber,
+    get_scrubber,
+    may_name_sensitive_key,
+    sensitive_values,
+)
+from openhive.core.text import (
+    MAX_DEPTH,
+    UnstorableText,
+    check_storable,
+    storable,
+    text_problem,
+)
 
 from .services import toolcall_record
 
@@ -28,12 +40,14 @@ logger = logging.getLogger(__name__)
 def call_tool(ctx: ToolContext, name: str, arguments: str | dict | None) -> dict:
     started = time.monotonic()
     raw: Any = {}
+    raw_text: str | None = None  # the arguments' JSON text, read by each check and the audit
     extra_secrets: list[str] = []
     try:
         raw = _parse_arguments(arguments)
+        raw_text = _text_of(raw)
         # Known before validation, so a refused or crashing call cannot leak them either.
-        extra_secrets = sensitive_values(raw)
-        _check_text(raw)
+        extra_secrets = sensitive_values(raw) if _may_name_secrets(raw_text) else []
+        _check_text(raw, raw_text)
         spec = ctx.tools.get(name) or get_tool(name)
         if spec is None:
             result = _failure(
@@ -56,7 +70,7 @@ def call_tool(ctx: ToolContext, name: str, arguments: str | dict | None) -> dict
             f"internal error in tool {name}; the operator can see the log", "INTERNAL"
         )
     duration_ms = int((time.monotonic() - started) * 1000)
-    _record(ctx, name, raw, result, duration_ms, extra_secrets)
+    _record(ctx, name, raw, raw_text, result, duration_ms, extra_secrets)
     return result
 
 
@@ -89,8 +103,32 @@ class _BadPath(_BadArguments):
     pass
 
 
-def _check_text(raw: dict) -> None:
-    """Text no database stores is refused here, the same on SQLite and PostgreSQL."""
+def _text_of(value: Any) -> str | None:
+    """`value`'s JSON text as the audit row stores it (None if it has none)."""
+    try:
+        return jsontext.dumps_text(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _may_name_secrets(text: str | None) -> bool:
+    """False when no key of the arguments can be a sensitive one (`sensitive_values` would
+    find nothing): none of those words is anywhere in their text."""
+    return text is None or may_name_sensitive_key(text.lower())
+
+
+def _check_text(raw: dict, text: str | None) -> None:
+    """Text no database stores is refused here, the same on SQLite and PostgreSQL. Most
+    arguments are settled by their JSON text (a NUL is escaped there, a lone surrogate kept,
+    and no value nests deeper than the brackets it holds); the others are walked, which
+    also says where the problem is."""
+    if (
+        text is not None
+        and "\\u0000" not in text
+        and (text.isascii() or not text_problem(text))
+        and text.count("{") + text.count("[") <= MAX_DEPTH
+    ):
+        return
     try:
         check_storable(raw, "arguments")
     except UnstorableText as exc:
@@ -149,15 +187,33 @@ def _jsonable(value: Any) -> Any:
     no database stores (a refused call's NUL) is written out. Most rows hold no such text: a
     look at the encoded text (a NUL is escaped there, a lone surrogate kept) spares them the
     walk through every value."""
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    plain = json.loads(text)
+    return _plain(jsontext.dumps_text(value))
+
+
+def _plain(text: str) -> Any:
+    plain = jsontext.loads(text)
     if "\\u0000" not in text and (text.isascii() or not text_problem(text)):
         return plain
     return storable(plain)
 
 
+def _audited(scrubber: Scrubber, value: Any, text: str | None = None) -> Any:
+    """`_jsonable(scrubber.data(value))`, from one encoding of `value` (`text`, if given) when
+    that text shows nothing to scrub (`Scrubber.untouched`), as it does for most calls."""
+    text = text if text is not None else _text_of(value)
+    if text is not None and scrubber.untouched(text):
+        return _plain(text)
+    return _jsonable(scrubber.data(value))
+
+
 def _record(
-    ctx: ToolContext, name: str, raw: Any, result: dict, duration_ms: int, extra: list[str]
+    ctx: ToolContext,
+    name: str,
+    raw: Any,
+    raw_text: str | None,
+    result: dict,
+    duration_ms: int,
+    extra: list[str],
 ) -> None:
     try:
         scrubber = get_scrubber().with_extra(extra)
@@ -166,11 +222,11 @@ def _record(
             "team_id": ctx.team.pk,
             "team_name": ctx.team.name,
             "tool": name,
-            "arguments": _jsonable(
-                scrubber.data(raw if isinstance(raw, dict) else {"raw": str(raw)})
-            ),
+            "arguments": _audited(scrubber, raw, raw_text)
+            if isinstance(raw, dict)
+            else _audited(scrubber, {"raw": str(raw)}),
             "success": bool(result.get("success")),
-            "result": _jsonable(scrubber.data(result)),
+            "result": _audited(scrubber, result),
             "error": storable(scrubber.text(str(result.get("error", "")))),
             "duration_ms": duration_ms,
         }

@@ -185,14 +185,29 @@ def _fields(row: object, skip: set[str]) -> dict:
     }
 
 
+# Every field given, as the recorder gives them: on PostgreSQL such rows go into the document
+# as they are (but their moments and decimals); rows that leave fields out take their defaults
+# field by field.
+_EVERY_FIELD = {
+    "tools_digest": "t" * 64,
+    "provider_profile": "default",
+    "finish_reason": "stop",
+    "completion_tokens": 7,
+    "latency_ms": 12,
+    "cost_usd": Decimal("0.000125"),
+}
+
+
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("every_field", [False, True])
 @pytest.mark.parametrize("count", [1, 3])
-def test_the_steps_rows_hold_what_the_orm_writes(main_team, count):
+def test_the_steps_rows_hold_what_the_orm_writes(main_team, count, every_field):
     """A step's rows (a JSON document on PostgreSQL) read back as the same rows written
     through the ORM do: JSON columns, timestamps, decimals, NULLs, defaults."""
     ours, orms = _open(main_team.pk), _open(main_team.pk)
+    given = _EVERY_FIELD if every_field else {}
     rows = [
-        _exchange(n, request_start=n if n % 2 else None, attempts=[{"n": n, "f": 1.5}])
+        _exchange(n, request_start=n if n % 2 else None, attempts=[{"n": n, "f": 1.5}], **given)
         for n in range(1, count + 1)
     ]
     calls = _calls(ours, main_team.pk, count)
@@ -207,7 +222,10 @@ def test_the_steps_rows_hold_what_the_orm_writes(main_team, count):
         want = [_fields(r, skip) for r in model.objects.filter(session=orms).order_by("id")]
         assert len(got) == len(want) == count and got == want, model.__name__
     stored = LlmExchange.objects.filter(session=ours).order_by("turn").first()
-    assert stored.cost_usd == Decimal("0.000123") and stored.finish_reason == ""
+    if every_field:
+        assert stored.cost_usd == Decimal("0.000125") and stored.finish_reason == "stop"
+    else:
+        assert stored.cost_usd == Decimal("0.000123") and stored.finish_reason == ""
     assert stored.created_at == dt.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=dt.UTC)
     assert Session.objects.get(pk=ours.pk).turns == count
 

@@ -296,6 +296,10 @@ def test_call_tool_never_raises_even_if_the_audit_cannot_be_written(
         ({"key": "k", "content": "c", "tags": ["a\x00"]}, "arguments.tags[0] contains a NUL"),
         ('{"key": "k", "content": "c", "x\\u0000": 1}', "(a key) contains a NUL"),
         ("[" * 5000 + "]" * 5000, "nested too deeply"),
+        (
+            {"key": "k", "content": "c", "deep": json.loads('{"a":' * 101 + "1" + "}" * 101)},
+            "nested more than 100 levels",
+        ),
     ],
 )
 def test_text_no_database_stores_is_refused_and_the_refusal_audited(main_team, arguments, fragment):
@@ -306,3 +310,18 @@ def test_text_no_database_stores_is_refused_and_the_refusal_audited(main_team, a
     assert not main_team.memories.exists()
     row = ToolCall.objects.get()  # the refusal is audited, in a form both databases store
     assert row.success is False and row.tool == "memory_save"
+
+
+def test_text_that_only_looks_unstorable_is_accepted(ctx, test_tools):
+    """A backslash-u-0000 written out (six characters) and a hundred levels of nesting are
+    stored: only a real NUL, a lone surrogate or deeper nesting is refused."""
+    deep = json.loads('{"a":' * 99 + "1" + "}" * 99)
+    note = "write \\u0000 to mean NUL " + json.dumps(deep)
+    result = call_tool(ctx, "zz_secret_echo", {"note": note, "credentials": []})
+    assert result == {"echo": note, "success": True}
+    assert only_row().arguments["note"] == note
+    ToolCall.objects.all().delete()
+    result = call_tool(ctx, "zz_add", {"a": 1, "b": 2, "deep": deep})
+    # Refused by the tool's own arguments model (no such field), not as unstorable text.
+    assert result["code"] == "INVALID_ARGUMENTS" and "deep" in result["error"]
+    assert "nested" not in result["error"]
