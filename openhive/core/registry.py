@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import operator
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -104,15 +105,34 @@ def _matcher(pattern: str) -> Callable[[str], bool]:
 def tools_for(
     patterns: Iterable[str], *, only: Iterable[str] | None = None, team: str | None = None
 ) -> list[ToolSpec]:
-    patterns = list(patterns)
-    wanted = set(only) if only is not None else None
-    return [
+    patterns = tuple(patterns)
+    wanted = frozenset(only) if only is not None else None
+    # Every session start asks this: testing every registered tool against the allowlist cost
+    # ~2,400 bytecodes. The answer is kept per question while the registry holds the same
+    # specs (compared by identity, in C; the entry keeps them alive, so no id is reused).
+    registered = tuple(_REGISTRY.values())
+    key = (patterns, wanted, team)
+    known = _TOOLS_FOR.get(key)
+    if (
+        known is not None
+        and len(known[0]) == len(registered)
+        and all(map(operator.is_, known[0], registered))
+    ):
+        return list(known[1])
+    found = [
         spec
-        for spec in all_tools()
+        for spec in sorted(registered, key=lambda s: s.name)
         if is_allowed(spec.name, patterns)
         and (wanted is None or spec.name in wanted)
         and (spec.teams is None or team is None or team in spec.teams)
     ]
+    if len(_TOOLS_FOR) >= 256:
+        _TOOLS_FOR.clear()
+    _TOOLS_FOR[key] = (registered, tuple(found))
+    return found
+
+
+_TOOLS_FOR: dict[tuple, tuple[tuple[ToolSpec, ...], tuple[ToolSpec, ...]]] = {}
 
 
 # --- tools found at run time ------------------------------------------------------------------
