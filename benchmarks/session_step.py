@@ -162,22 +162,7 @@ def main() -> None:
     with throwaway_django("openhive-step-") as (data, vendor):
         from django.db import connection
 
-        from openhive.core.registry import get_tool, tool
-        from openhive.engine.llm import get_litellm
-        from teams.config import default_config, write_team_config
-        from teams.models import Team
-        from teams.services import team_ensure_main
-
-        tool(name="add", description="Add two numbers.", args=AddArgs)(add)
-        schema = get_tool("add").function_schema()
-        (data / "config" / "providers.yaml").write_text(
-            f"profiles:\n  default: {{model: scripted/{SCRIPT}}}\n"
-        )
-        main_team = team_ensure_main()
-        team = Team.objects.create(name="adder", parent=main_team, bootstrapped=True)
-        config = default_config("adder", parent="main")
-        write_team_config(config.model_copy(update={"allowed_tools": ["add"], "max_turns": 500}))
-        get_litellm()
+        team, schema = prepare(data)
         connection.execute_wrappers.append(_timed_query)
 
         print(
@@ -233,6 +218,31 @@ def main() -> None:
                 )
             _print_fixed_and_marginal(results, sorted(ks)[:2])
         print(f"load average at the end: {_load()}")
+
+
+def prepare(data) -> tuple:
+    """The scenario in a migrated database: the `add` tool, the scripted provider, the team
+    "adder" allowed that tool (made once, found again by a later process). Returns the team and
+    the tool's schema."""
+    from openhive.core.registry import get_tool, tool
+    from openhive.engine.llm import get_litellm
+    from teams.config import default_config, write_team_config
+    from teams.models import Team
+    from teams.services import team_ensure_main
+
+    tool(name="add", description="Add two numbers.", args=AddArgs)(add)
+    schema = get_tool("add").function_schema()
+    (data / "config" / "providers.yaml").write_text(
+        f"profiles:\n  default: {{model: scripted/{SCRIPT}}}\n"
+    )
+    main_team = team_ensure_main()
+    team, _ = Team.objects.get_or_create(
+        name="adder", defaults={"parent": main_team, "bootstrapped": True}
+    )
+    config = default_config("adder", parent="main")
+    write_team_config(config.model_copy(update={"allowed_tools": ["add"], "max_turns": 500}))
+    get_litellm()
+    return team, schema
 
 
 def _print_fixed_and_marginal(results: dict[tuple[str, int], float], ks: list[int]) -> None:

@@ -36,6 +36,7 @@ from .services import (
     task_hand_back,
     task_release_dispatch,
 )
+from .services.admission import named_claims_in_two_trips, task_claim_named
 from .services.claims import batch_owner, task_claim_batch
 from .services.session_ends import EndWithSession
 from .services.waiting import resume_for, task_wait
@@ -58,6 +59,8 @@ def run_task(task_id: int) -> str:
     claim checks the cap and the org-op mutex again, as other processes may have claimed."""
     keep_connection_if_sound()
     worker = worker_id()
+    if named_claims_in_two_trips():
+        return _run_named(task_id, worker)
     row = task_to_claim(task_id=task_id)
     if row is None or row[2] != Task.Status.PENDING:
         return "not-claimed"
@@ -73,6 +76,27 @@ def run_task(task_id: int) -> str:
         task_release_dispatch(task_id=task_id)
         return "not-admitted"
     return run_claimed(task, worker)
+
+
+def _run_named(task_id: int, worker: str) -> str:
+    """`run_task` on PostgreSQL: the claim reads the task with its team's lock
+    (`task_claim_named`), and its span, begun when the claim did, is made once the task's
+    trace carrier is read."""
+    claim = task_claim_named(task_id=task_id, worker=worker)
+    if not claim.found:
+        return "not-claimed"
+    with tracing.queue_claim_span(
+        team=claim.team_name,
+        task_id=task_id,
+        carrier=claim.options.get("trace"),
+        start_time=claim.started_ns,
+    ) as span:
+        span.set_attribute("openhive.claimed", claim.task is not None)
+        _continue_trace(claim.task)
+    if claim.task is None:
+        task_release_dispatch(task_id=task_id)
+        return "not-admitted"
+    return run_claimed(claim.task, worker)
 
 
 def run_next_task(worker: str | None = None) -> str | None:

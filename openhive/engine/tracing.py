@@ -150,11 +150,15 @@ def trace_id_of(span: Span) -> str:
 
 
 @contextlib.contextmanager
-def queue_claim_span(*, team: str, task_id: int | None, carrier: dict | None) -> Iterator[Span]:
+def queue_claim_span(
+    *, team: str, task_id: int | None, carrier: dict | None, start_time: int | None = None
+) -> Iterator[Span]:
+    """`start_time` (ns since the epoch): when the claim began, for a span made after it."""
     with tracer().start_as_current_span(
         "openhive.queue claim",
         context=extract(carrier),
         kind=SpanKind.CONSUMER,
+        start_time=start_time,
         attributes={
             "messaging.operation.type": "receive",
             "messaging.system": "openhive.tasks",

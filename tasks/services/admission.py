@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -172,6 +173,62 @@ def _claim_in_two_trips(
             return None
         params = _claim_params(team_id, worker, cap, task_id)
         return team, raw_rows(Task, f"{statement}; COMMIT", params)
+
+
+@dataclass
+class NamedClaim:
+    """What claiming one named task came to: the task claimed (with its team), or None when
+    it was not (`found`: whether it was there and pending; then its team was full or under an
+    org-op); the team's name and the task's options either way (its trace carrier); and when
+    the claim began (`time.time_ns()`, for the claim's span, which starts once they are read)."""
+
+    task: Task | None
+    found: bool
+    team_name: str = ""
+    options: dict = field(default_factory=dict)
+    started_ns: int = 0
+
+
+@reconnecting
+def task_claim_named(*, task_id: int, worker: str) -> NamedClaim:
+    """Claim exactly `task_id` for `worker`, as `task_claim_next` does (the team's free slot,
+    no org-op), on PostgreSQL in two round trips where reading the task, locking its team and
+    claiming took three: the task's team, status and options are read by the statement that
+    locks the team, sent with the BEGIN; the claiming UPDATE goes with the COMMIT."""
+    started_ns = time.time_ns()
+    task_table, team_table = _quoted(Task), _quoted(Team)
+    # Before the BEGIN: a statement is prepared only between transactions.
+    statement = prepared(_claim_statement(exact=True))
+    lock = prepared(
+        f"SELECT tm.*, t.status AS claim_status, t.options AS claim_options"
+        f" FROM {task_table} t JOIN {team_table} tm ON tm.id = t.team_id"
+        f" WHERE t.id = %s FOR UPDATE OF tm"
+    )
+    with rolled_back_on_error():
+        found = raw_rows(Team, f"BEGIN; {lock}", [task_id])
+        if not found or found[0].claim_status != Task.Status.PENDING:
+            send("COMMIT")
+            return NamedClaim(None, False, started_ns=started_ns)
+        team = found[0]
+        options = Task._meta.get_field("options").from_db_value(
+            team.claim_options, None, connection
+        )
+        options = options if isinstance(options, dict) else {}
+        params = _claim_params(team.pk, worker, team_cap(team.name), task_id)
+        claimed = raw_rows(Task, f"{statement}; COMMIT", params)
+    claim = NamedClaim(None, True, team.name, options, started_ns)
+    if claimed:
+        task = claimed[0]
+        task.team = team
+        task.claim_may_resume = bool(task.claim_may_resume)
+        claim.task = held_since_now([task])[0]
+    return claim
+
+
+def named_claims_in_two_trips() -> bool:
+    """Whether `task_claim_named` may be used: PostgreSQL taking several statements in one
+    query, outside a caller's transaction."""
+    return statements_in_one_query() and not connection.in_atomic_block
 
 
 def task_admit_running(

@@ -1,4 +1,5 @@
-"""A pull worker's claim in three round trips on PostgreSQL and a named task's in two, and what
+"""A pull worker's claim in three round trips on PostgreSQL and a named task's in two (run_task's
+reading the task with its team's lock), and what
 a claim proves saves queries of the task's start: the task is held (the session's first cancel
 check, when it comes within CANCEL_FRESH_SECONDS and no stop was asked since, is the claim's),
 and whether it has a question to resume (on both databases, and for one named task's claim as
@@ -14,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from openhive.engine import stopping
 from tasks.models import Task, UserQuestion
-from tasks.runner import run_next_task, still_held_check
+from tasks.runner import run_next_task, run_task, still_held_check
 from tasks.services import task_cancel, task_claim_next, task_enqueue
 from tasks.services.claims import task_claim_batch
 from tests.queries import as_written
@@ -198,3 +199,46 @@ def test_a_named_claim_that_fails_midway_rolls_back(teams, postgres_only, monkey
     assert _idle() and committed_status(task.pk) == "pending"
     monkeypatch.undo()
     assert claim(worker="w2").lease_owner == "w2"
+
+
+def test_run_task_reads_its_task_with_the_teams_lock_two_round_trips_in_all(
+    teams, scripted_provider, postgres_only
+):
+    scripted_provider(ANSWER)
+    task = task_enqueue(team=teams[0], text="go")
+    with CaptureQueriesContext(connection) as captured:
+        assert run_task(task.pk) == "done"
+    sqls = [q["sql"].strip() for q in as_written(captured.captured_queries)]
+    # Was three: the task's team and status read alone, then BEGIN with the lock.
+    assert sqls[0].startswith("BEGIN; SELECT tm.*") and "FOR UPDATE OF tm" in sqls[0]
+    assert sqls[1].endswith("; COMMIT") and sqls[1].startswith("UPDATE")
+    assert committed_status(task.pk) == "done" and _idle()
+
+
+@pytest.mark.parametrize("state", ["missing", "running", "cancelled"])
+def test_run_task_of_a_task_not_pending_claims_nothing_and_holds_no_lock(
+    teams, postgres_only, state
+):
+    task = task_enqueue(team=teams[0], text="go")
+    if state == "running":
+        Task.objects.filter(pk=task.pk).update(status="running", lease_owner="other")
+    elif state == "cancelled":
+        task_cancel(task_id=task.pk)
+    assert run_task(task.pk + (1000 if state == "missing" else 0)) == "not-claimed"
+    assert _idle() and committed_status(task.pk) == ("pending" if state == "missing" else state)
+    assert Task.objects.get(pk=task.pk).lease_owner == ("other" if state == "running" else "")
+
+
+def test_run_task_of_a_full_team_hands_the_task_out_again(teams, postgres_only):
+    from django.utils import timezone
+
+    from tasks.selectors import DEFAULT_CAP
+
+    for n in range(DEFAULT_CAP):
+        running = task_enqueue(team=teams[0], text=f"busy {n}")
+        Task.objects.filter(pk=running.pk).update(status="running", lease_owner="other")
+    task = task_enqueue(team=teams[0], text="go")
+    Task.objects.filter(pk=task.pk).update(dispatched_at=timezone.now())
+    assert run_task(task.pk) == "not-admitted"
+    assert _idle() and committed_status(task.pk) == "pending"
+    assert Task.objects.get(pk=task.pk).dispatched_at is None  # handed out again
