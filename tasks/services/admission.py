@@ -120,7 +120,7 @@ def task_claim_next(
     cap = team_cap(team_name)
     # Before any BEGIN: a statement is prepared only between transactions.
     statement = prepared(_claim_statement(exact=task_id is not None))
-    if statements_in_one_query() and not connection.in_atomic_block:
+    if named_claims_in_two_trips():
         claimed = _claim_in_two_trips(
             statement, team_id, worker, cap, task_id, skip_locked=skip_locked
         )
@@ -133,6 +133,11 @@ def task_claim_next(
             if team is None:
                 return None
             claimed = raw_rows(Task, statement, _claim_params(team_id, worker, cap, task_id))
+    return _held(claimed, team)
+
+
+def _held(claimed: list[Task], team: Team) -> Task | None:
+    """The claiming UPDATE's row, with its team and when its claim proved it held."""
     if not claimed:
         return None
     task = claimed[0]
@@ -216,13 +221,7 @@ def task_claim_named(*, task_id: int, worker: str) -> NamedClaim:
         options = options if isinstance(options, dict) else {}
         params = _claim_params(team.pk, worker, team_cap(team.name), task_id)
         claimed = raw_rows(Task, f"{statement}; COMMIT", params)
-    claim = NamedClaim(None, True, team.name, options, started_ns)
-    if claimed:
-        task = claimed[0]
-        task.team = team
-        task.claim_may_resume = bool(task.claim_may_resume)
-        claim.task = held_since_now([task])[0]
-    return claim
+    return NamedClaim(_held(claimed, team), True, team.name, options, started_ns)
 
 
 def named_claims_in_two_trips() -> bool:
