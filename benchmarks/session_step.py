@@ -91,8 +91,10 @@ def bare(steps: int, schema: dict) -> float:
 
 
 # Seconds this process spent in its database queries (their round trips and the server's
-# work), summed by a wrapper on the connection, which the session's loop thread borrows too.
+# work), and how many it sent (each one round trip), summed by a wrapper on the connection,
+# which the session's loop thread borrows too.
 DB_SECONDS = [0.0]
+DB_TRIPS = [0]
 
 
 def _timed_query(execute, sql, params, many, context):
@@ -101,46 +103,55 @@ def _timed_query(execute, sql, params, many, context):
         return execute(sql, params, many, context)
     finally:
         DB_SECONDS[0] += time.perf_counter() - started
+        DB_TRIPS[0] += 1
 
 
-def chat(steps: int, team) -> tuple[float, float]:
+def _db_mark() -> tuple[float, int]:
+    return DB_SECONDS[0], DB_TRIPS[0]
+
+
+def _db_since(mark: tuple[float, int]) -> tuple[float, int]:
+    return DB_SECONDS[0] - mark[0], DB_TRIPS[0] - mark[1]
+
+
+def chat(steps: int, team) -> tuple[float, tuple[float, int]]:
     from openhive.engine.models import Session
     from teams.agent import run_team_session
 
     events: list[dict] = []
-    started, db = time.perf_counter(), DB_SECONDS[0]
+    started, mark = time.perf_counter(), _db_mark()
     outcome = run_team_session(
         team, "go", kind=Session.Kind.CHAT, on_event=events.append, max_turns=steps + 5
     )
-    elapsed, db = time.perf_counter() - started, DB_SECONDS[0] - db
+    elapsed, db = time.perf_counter() - started, _db_since(mark)
     assert outcome.ok, outcome.error
     return elapsed / (steps + 1), db
 
 
-def task(steps: int, team) -> tuple[float, float]:
+def task(steps: int, team) -> tuple[float, tuple[float, int]]:
     from tasks.models import Task
     from tasks.runner import run_task
     from tasks.services import task_enqueue
 
-    started, db = time.perf_counter(), DB_SECONDS[0]
+    started, mark = time.perf_counter(), _db_mark()
     queued = task_enqueue(team=team, text="go")
     run_task(queued.pk)
-    elapsed, db = time.perf_counter() - started, DB_SECONDS[0] - db
+    elapsed, db = time.perf_counter() - started, _db_since(mark)
     status = Task.objects.values_list("status", flat=True).get(pk=queued.pk)
     assert status == Task.Status.DONE, status
     return elapsed / (steps + 1), db
 
 
-def pull(steps: int, team) -> tuple[float, float]:
+def pull(steps: int, team) -> tuple[float, tuple[float, int]]:
     """The pull worker's way (`manage.py openhive worker`): claim the most urgent task, run it."""
     from tasks.models import Task
     from tasks.runner import run_next_task
     from tasks.services import task_enqueue
 
-    started, db = time.perf_counter(), DB_SECONDS[0]
+    started, mark = time.perf_counter(), _db_mark()
     queued = task_enqueue(team=team, text="go")
     run_next_task("bench")
-    elapsed, db = time.perf_counter() - started, DB_SECONDS[0] - db
+    elapsed, db = time.perf_counter() - started, _db_since(mark)
     status = Task.objects.values_list("status", flat=True).get(pk=queued.pk)
     assert status == Task.Status.DONE, status
     return elapsed / (steps + 1), db
@@ -180,7 +191,7 @@ def main() -> None:
             # minute, and samples a second apart compared the drift as much as the modes.
             one_round = sum(_run(mode, k, team, schema)[0] for mode in MODES) * (k + 1)
             rounds = max(args.rounds, math.ceil(args.seconds / one_round))
-            samples: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in MODES}
+            samples: dict[str, list[tuple[float, float, float, int]]] = {mode: [] for mode in MODES}
             for number in range(rounds):
                 order = list(MODES)
                 for mode in order[number % 4 :] + order[: number % 4]:
@@ -208,6 +219,10 @@ def main() -> None:
                 for mode in MODES[1:]
             )
             print(f"        time in database queries, ms a session: {waits}")
+            trips = ", ".join(f"{mode} {samples[mode][-1][3]}" for mode in MODES[1:])
+            print(f"        database round trips a session: {trips}")
+            if k == min(ks):
+                print(f"        {_round_trip_floor(base * (k + 1))}")
         if len(ks) > 1:
             low, high = min(ks), max(ks)
             for mode in MODES:
@@ -254,9 +269,7 @@ def _print_fixed_and_marginal(results: dict[tuple[str, int], float], ks: list[in
     low, high = ks
     print(f"the overhead split, from K={low} and K={high} (overhead = once + (K + 1) x each):")
     for mode in MODES[1:]:
-        small, large = (
-            (results[(mode, k)] - results[("bare", k)]) * (k + 1) for k in (low, high)
-        )
+        small, large = ((results[(mode, k)] - results[("bare", k)]) * (k + 1) for k in (low, high))
         each = (large - small) / (high - low)
         once = small - each * (low + 1)
         print(
@@ -272,19 +285,48 @@ def _paired_ratio(mode: list[tuple[float, ...]], bare: list[tuple[float, ...]]) 
     return statistics.median(m[0] / b[0] for m, b in zip(mode, bare, strict=True))
 
 
+def _round_trip_floor(gap: float) -> str:
+    """A round trip with nothing in it (SELECT 1), back to back and after `gap` seconds of
+    Python (a bare session's time): the database server's process sleeps meanwhile, and on a
+    virtual machine waking it (and its idle vCPU) can cost more than its work. A session's
+    first query, and its final write after the model calls, pay the second figure."""
+    from django.db import connection
+
+    def trip_ms(after: float) -> list[float]:
+        times = []
+        with connection.cursor() as cursor:
+            for _ in range(100):
+                until = time.perf_counter() + after
+                while time.perf_counter() < until:  # busy, as the session's Python is
+                    pass
+                started = time.perf_counter()
+                cursor.execute("SELECT 1")
+                cursor.fetchone()
+                times.append((time.perf_counter() - started) * 1000)
+        return sorted(times)
+
+    hot, cold = trip_ms(0), trip_ms(gap)
+    return (
+        f"a round trip (SELECT 1): {statistics.median(hot):.3f} ms back to back; after "
+        f"{gap * 1000:.1f} ms of Python, median {statistics.median(cold):.3f} ms, p90 "
+        f"{cold[89]:.3f} ms"
+    )
+
+
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _run(mode: str, k: int, team, schema: dict) -> tuple[float, float, float]:
-    """One session: (wall, CPU of this process) per step, and its time in database queries."""
+def _run(mode: str, k: int, team, schema: dict) -> tuple[float, float, float, int]:
+    """One session: (wall, CPU of this process) per step, its time in database queries and
+    its round trips."""
     reset_script()
     cpu = time.process_time()
     if mode == "bare":
-        per_step, in_queries = bare(k, schema), 0.0
+        per_step, (in_queries, trips) = bare(k, schema), (0.0, 0)
     else:
-        per_step, in_queries = {"chat": chat, "task": task, "pull": pull}[mode](k, team)
-    return per_step, (time.process_time() - cpu) / (k + 1), in_queries
+        per_step, (in_queries, trips) = {"chat": chat, "task": task, "pull": pull}[mode](k, team)
+    return per_step, (time.process_time() - cpu) / (k + 1), in_queries, trips
 
 
 if __name__ == "__main__":
