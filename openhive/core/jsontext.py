@@ -46,6 +46,15 @@ canonical = _encoder_of(sort_keys=True, ensure_ascii=True)
 # json.dumps(value): TypeError for a value JSON has no form for
 dumps_strict = _encoder_of(sort_keys=False, ensure_ascii=True, default=None)
 
+
+def text_or_none(encode: Dumps, value: Any) -> str | None:
+    """`encode(value)`, or None for a value with no JSON text (an unencodable or circular one)."""
+    try:
+        return encode(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
 _scan = _decoder.JSONDecoder().scan_once
 
 

@@ -25,7 +25,6 @@ from django.utils import timezone
 
 from openhive.core import jsontext
 from openhive.core.db import RESET_ERRORS
-from openhive.core.jsontext import canonical
 from openhive.core.reads import Read
 from openhive.core.scrubbing import Scrubber, get_scrubber
 
@@ -46,7 +45,7 @@ Kind = LlmExchange.Kind
 
 
 def digest(messages: list[dict]) -> str:
-    return hashlib.sha256(canonical(messages).encode()).hexdigest()
+    return hashlib.sha256(jsontext.canonical(messages).encode()).hexdigest()
 
 
 class SessionRecorder:
@@ -125,7 +124,7 @@ class SessionRecorder:
         start = self.recorded_upto if kind == Kind.STEP else 0
         # The reply's JSON text, made once: the scrubber's screen reads it now, and the next
         # step's digest, where the reply is the first new message of the request.
-        reply_text = canonical(reply.message)
+        reply_text = jsontext.canonical(reply.message)
         response = _clean(scrubber, reply.message, reply_text)
         self.sequence += 1
         schemas = tools or []
@@ -330,11 +329,8 @@ def _clean(scrubber: Scrubber, value: object, text: str | None) -> object:
     """`scrubber.data(value)`, or `value` itself when its JSON text shows there is nothing to
     scrub (`Scrubber.untouched`): what a step records is not changed afterwards."""
     if text is None:
-        try:
-            text = jsontext.dumps(value)
-        except (TypeError, ValueError, RecursionError):
-            return scrubber.data(value)
-    return value if scrubber.untouched(text) else scrubber.data(value)
+        text = jsontext.text_or_none(jsontext.dumps, value)
+    return value if text is not None and scrubber.untouched(text) else scrubber.data(value)
 
 
 class RequestDigest:
@@ -366,7 +362,10 @@ class RequestDigest:
         for message in messages[len(seen) :]:
             if seen:
                 self.hasher.update(b", ")
-            text = known[1] if known is not None and known[0] is message else canonical(message)
+            if known is not None and known[0] is message:
+                text = known[1]
+            else:
+                text = jsontext.canonical(message)
             self.hasher.update(text.encode())
             seen.append(message)
             self.seen_texts.append(text)

@@ -105,10 +105,7 @@ class _BadPath(_BadArguments):
 
 def _text_of(value: Any) -> str | None:
     """`value`'s JSON text as the audit row stores it (None if it has none)."""
-    try:
-        return jsontext.dumps_text(value)
-    except (TypeError, ValueError, RecursionError):
-        return None
+    return jsontext.text_or_none(jsontext.dumps_text, value)
 
 
 def _may_name_secrets(text: str | None) -> bool:
