@@ -13,9 +13,10 @@ at each K (at least --rounds). Three ways to run it beside the baseline:
   - task: a queued task, claimed and run by `run_task` as a django-q2 worker does;
   - pull: a queued task, claimed and run by `run_next_task` as `manage.py openhive worker` does.
 Goals (issue 19): every mode <= 1.5x the bare loop; flat in history: per step at K = 200
-<= 1.3x per step at K = 10. With two K or more it also splits each mode's session, from the two
-smallest K, into what each further model call adds to the overhead and what the session costs
-once.
+<= 1.3x per step at K = 10 (each mode's line also divides its growth by the bare loop's, whose
+litellm calls themselves grow dearer with the history). With two K or more it also splits each
+mode's session, from the two smallest K, into what each further model call adds to the overhead
+and what the session costs once.
 
 Wall time is the measure. On a shared machine other processes' load stretches the engine's
 thread handoffs and database round trips more than the bare loop's pure Python, so each line
@@ -225,11 +226,16 @@ def main() -> None:
                 print(f"        {_round_trip_floor(base * (k + 1))}")
         if len(ks) > 1:
             low, high = min(ks), max(ks)
+            growth = results[("bare", high)] / results[("bare", low)]
             for mode in MODES:
                 ratio = results[(mode, high)] / results[(mode, low)]
+                # litellm's own work per call grows with the history (it copies and checks
+                # every message at every call): the mode's growth over the bare loop's is
+                # the part the engine adds.
+                own = "" if mode == "bare" else f"; over the bare loop's {ratio / growth:.2f}x"
                 print(
                     f"flat in history, {mode}: K={high} / K={low} per step = {ratio:.2f}x "
-                    f"(goal <= 1.3x: {'met' if ratio <= 1.3 else 'NOT met'})"
+                    f"(goal <= 1.3x: {'met' if ratio <= 1.3 else 'NOT met'}){own}"
                 )
             _print_fixed_and_marginal(results, sorted(ks)[:2])
         print(f"load average at the end: {_load()}")
