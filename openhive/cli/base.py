@@ -5,15 +5,20 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+# `Verb.system_checks`: every check, every check but the URL configuration's, none.
+ALL, WITHOUT_URLS, NONE = "all", "without-urls", "none"
+
 
 class Verb:
     """One `manage.py openhive <verb>`."""
 
     help = ""
-    # Django's system checks import the URL configuration (the admin, the REST API). A
-    # long-running process that never serves a request skips them: the operator's `check`,
-    # and `serve` before it starts its children, run them.
-    system_checks = True
+    # Which of Django's system checks run first. The URL configuration's import the admin
+    # and the REST API (~0.5 s of a verb's start on a slow 2-core machine), and only a process
+    # that serves requests needs them: `serve` runs every check (ALL), as the operator's
+    # `check` does; a verb that serves none runs the others (WITHOUT_URLS); a long-running
+    # worker runs none (NONE).
+    system_checks = WITHOUT_URLS
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         pass

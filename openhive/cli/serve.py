@@ -34,7 +34,7 @@ from openhive.core.dburl import MIGRATED_ENV
 from tasks.services import tasks_release_dead_local_workers
 from teams.services import team_ensure_main
 
-from .base import Verb
+from .base import ALL, Verb
 
 logger = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
@@ -53,6 +53,8 @@ class Serve(Verb):
         "serve [--port N] [--host H]: migrate, then run the web server, the workers and the "
         "engine loop together until Ctrl-C."
     )
+
+    system_checks = ALL  # it serves the admin and the API: their URL configuration too
 
     def migrates(self, options: dict[str, Any]) -> bool:
         return not options["no_migrate"]

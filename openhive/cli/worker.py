@@ -30,7 +30,7 @@ from tasks.pull import PullWorker
 from tasks.runner import run_pulled, worker_id
 from tasks.services import tasks_reap_expired_leases
 
-from .base import Verb
+from .base import NONE, Verb
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class Worker(Verb):
         "the task table (pull mode, no engine or qcluster needed); one log line per task."
     )
 
-    system_checks = False
+    system_checks = NONE
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(

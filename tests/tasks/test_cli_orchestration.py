@@ -56,19 +56,53 @@ def test_worker_runs_queued_tasks_and_exits_when_idle(ops, scripted_provider):
     assert [Task.objects.get(pk=t.pk).status for t in tasks] == ["done"] * 3
 
 
-@pytest.mark.django_db(transaction=True)
-def test_worker_skips_the_system_checks_that_status_runs(ops, scripted_provider, monkeypatch):
-    # The checks import the URLconf (admin, REST API): a worker serving no request skips them.
-    from django.core.management.base import BaseCommand
+@pytest.fixture
+def failing_check():
+    """Register a system check with `tag` that always reports an error; removed afterwards."""
+    from django.core import checks
 
-    checked: list[bool] = []
-    monkeypatch.setattr(BaseCommand, "check", lambda self, *a, **k: checked.append(True))
+    made = []
+
+    def register(tag: str):
+        def broken(app_configs=None, **kwargs):
+            return [checks.Error(f"broken {tag} check", id=f"test.E{len(made)}")]
+
+        checks.register(broken, tag)
+        made.append(broken)
+
+    yield register
+    for check in made:
+        checks.registry.registry.registered_checks.discard(check)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_verb_runs_the_system_checks_but_the_url_configurations(ops, failing_check):
+    from django.core.management.base import SystemCheckError
+
     # As from the shell: call_command alone would skip the checks for every verb.
-    call_command("openhive", "status", skip_checks=False, stdout=StringIO())
-    assert checked == [True]
+    failing_check("urls")  # the URLconf imports the admin and the API: status needs neither
+    out = StringIO()
+    call_command("openhive", "status", skip_checks=False, stdout=out)
+    assert "ops [active" in out.getvalue()
+    failing_check("models")  # a model check still guards every verb
+    with pytest.raises(SystemCheckError, match="broken models check"):
+        call_command("openhive", "status", skip_checks=False, stdout=StringIO())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_runs_no_system_check_and_serve_runs_them_all(ops, failing_check):
+    from django.core.management.base import ALL_CHECKS
+
+    from openhive.cli import VERBS
+    from openhive.management.commands.openhive import system_checks_for
+
+    failing_check("models")
     call_command("openhive", "worker", "--exit-when-idle", "0.1", "--poll", "0.05",
                  skip_checks=False, stdout=StringIO())  # fmt: skip
-    assert checked == [True]
+    assert system_checks_for(VERBS["serve"]) == ALL_CHECKS
+    assert system_checks_for(VERBS["worker"]) == []
+    assert "urls" not in system_checks_for(VERBS["status"])
+    assert "models" in system_checks_for(VERBS["status"])
 
 
 @pytest.mark.django_db(transaction=True)

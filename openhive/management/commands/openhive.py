@@ -8,10 +8,17 @@ from argparse import RawDescriptionHelpFormatter
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core import checks
+from django.core.management.base import (
+    ALL_CHECKS,
+    BaseCommand,
+    CommandError,
+    CommandParser,
+)
 from django.db import connection
 
 from openhive.cli import VERBS
+from openhive.cli.base import ALL, NONE, WITHOUT_URLS, Verb
 from openhive.core.dburl import MIGRATED_ENV, database_problem, migration_problem
 from openhive.core.errors import DomainError
 from openhive.core.text import UnstorableText, check_storable
@@ -39,8 +46,11 @@ class Command(BaseCommand):
 
     def execute(self, *args: Any, **options: Any) -> Any:
         verb = VERBS.get(options.get("verb") or "")
-        if verb is not None and not verb.system_checks:
+        wanted = system_checks_for(verb)
+        if not wanted:
             options["skip_checks"] = True
+        else:
+            self.requires_system_checks = wanted
         return super().execute(*args, **options)
 
     def handle(self, *args, verb: str, **options) -> None:
@@ -60,3 +70,14 @@ class Command(BaseCommand):
             VERBS[verb].run(self, **options)
         except DomainError as exc:
             raise CommandError(exc.message) from exc
+
+
+def system_checks_for(verb: Verb | None) -> str | list[str]:
+    """What `requires_system_checks` means for `verb` (see `Verb.system_checks`): ALL_CHECKS,
+    the tags of every registered check but the URL configuration's, or [] (none)."""
+    wanted = verb.system_checks if verb is not None else ALL
+    if wanted == NONE:
+        return []
+    if wanted == WITHOUT_URLS:
+        return sorted(checks.registry.registry.tags_available() - {checks.Tags.urls})
+    return ALL_CHECKS
