@@ -15,6 +15,12 @@ from openhive.chat.origin import SameOriginValidator  # noqa: E402
 from openhive.chat.routing import websocket_urlpatterns  # noqa: E402
 from openhive.core.accesslog import AccessLog  # noqa: E402
 from openhive.core.heap import freeze_long_lived  # noqa: E402
+from openhive.core.urlchecks import check_url_configuration  # noqa: E402
+
+# The URL configuration (the admin, the REST API) loads here, with its system checks, which
+# `serve` leaves to this process: a broken one stops the web process as it starts rather than
+# failing its first request, and what it loads is frozen below with the rest.
+check_url_configuration()
 
 # The web server runs with its own access log off (openhive.webserver): this one goes through
 # logging.

@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-# `Verb.system_checks`: every check, every check but the URL configuration's, none.
-ALL, WITHOUT_URLS, NONE = "all", "without-urls", "none"
+# `Verb.system_checks`: every check but the URL configuration's, or none.
+WITHOUT_URLS, NONE = "without-urls", "none"
 
 
 class Verb:
@@ -14,9 +14,9 @@ class Verb:
 
     help = ""
     # Which of Django's system checks run first. The URL configuration's import the admin
-    # and the REST API (~0.5 s of a verb's start on a slow 2-core machine), and only a process
-    # that serves requests needs them: `serve` runs every check (ALL), as the operator's
-    # `check` does; a verb that serves none runs the others (WITHOUT_URLS); a long-running
+    # and the REST API (~0.5 s of a start on a slow 2-core machine): they run where the URLs
+    # are served, in the web process as it starts (`openhive.asgi`), and in the operator's
+    # `manage.py check`. Every other check runs before a verb (WITHOUT_URLS); a long-running
     # worker runs none (NONE).
     system_checks = WITHOUT_URLS
 

@@ -18,7 +18,7 @@ from django.core.management.base import (
 from django.db import connection
 
 from openhive.cli import VERBS
-from openhive.cli.base import ALL, NONE, WITHOUT_URLS, Verb
+from openhive.cli.base import NONE, Verb
 from openhive.core.dburl import MIGRATED_ENV, database_problem, migration_problem
 from openhive.core.errors import DomainError
 from openhive.core.text import UnstorableText, check_storable
@@ -73,11 +73,11 @@ class Command(BaseCommand):
 
 
 def system_checks_for(verb: Verb | None) -> str | list[str]:
-    """What `requires_system_checks` means for `verb` (see `Verb.system_checks`): ALL_CHECKS,
-    the tags of every registered check but the URL configuration's, or [] (none)."""
-    wanted = verb.system_checks if verb is not None else ALL
-    if wanted == NONE:
+    """What `requires_system_checks` means for `verb` (see `Verb.system_checks`): the tags of
+    every registered check but the URL configuration's, or [] (none); without a verb, as for
+    any command, every check."""
+    if verb is None:
+        return ALL_CHECKS
+    if verb.system_checks == NONE:
         return []
-    if wanted == WITHOUT_URLS:
-        return sorted(checks.registry.registry.tags_available() - {checks.Tags.urls})
-    return ALL_CHECKS
+    return sorted(checks.registry.registry.tags_available() - {checks.Tags.urls})
