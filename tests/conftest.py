@@ -88,3 +88,22 @@ def scrubbed_caplog(caplog):
     caplog.set_level(logging.DEBUG)
     yield caplog
     caplog.handler.removeFilter(scrub_filter)
+
+
+@pytest.fixture
+def system_check():
+    """Register a system check under `tag` that reports `messages`; removed afterwards."""
+    from django.core import checks
+
+    made = []
+
+    def register(tag: str, *messages) -> None:
+        def reported(app_configs=None, **kwargs):
+            return list(messages)
+
+        checks.register(reported, tag)
+        made.append(reported)
+
+    yield register
+    for check in made:
+        checks.registry.registry.registered_checks.discard(check)

@@ -157,7 +157,7 @@ def migrate_if_behind() -> None:
     executor = MigrationExecutor(connection)
     behind = executor.migration_plan(executor.loader.graph.leaf_nodes())
     untracked = any(
-        any(True for _model in django_apps.get_app_config(label).get_models())
+        list(django_apps.get_app_config(label).get_models())
         for label in executor.loader.unmigrated_apps
     )
     if behind or untracked:

@@ -14,36 +14,20 @@ from openhive.cli import serve
 from openhive.core.urlchecks import check_url_configuration
 
 
-@pytest.fixture
-def url_check():
-    """Register a `urls` system check reporting the messages given; removed afterwards."""
-    made = []
-
-    def register(*messages: checks.CheckMessage) -> None:
-        def reported(app_configs=None, **kwargs):
-            return list(messages)
-
-        checks.register(reported, checks.Tags.urls)
-        made.append(reported)
-
-    yield register
-    for check in made:
-        checks.registry.registry.registered_checks.discard(check)
-
-
 def test_the_web_process_start_passes_a_sound_url_configuration():
     check_url_configuration()
 
 
-def test_an_error_in_the_url_configuration_stops_the_web_process_start(url_check):
-    url_check(checks.Error("a pattern points nowhere", id="test.E001"))
+def test_an_error_in_the_url_configuration_stops_the_web_process_start(system_check):
+    system_check(checks.Tags.urls, checks.Error("a pattern points nowhere", id="test.E001"))
     with pytest.raises(SystemCheckError, match="a pattern points nowhere"):
         check_url_configuration()
 
 
-def test_a_warning_is_logged_and_a_silenced_check_left_out(url_check, settings, caplog):
+def test_a_warning_is_logged_and_a_silenced_check_left_out(system_check, settings, caplog):
     settings.SILENCED_SYSTEM_CHECKS = ["test.E002"]
-    url_check(
+    system_check(
+        checks.Tags.urls,
         checks.Warning("a pattern looks odd", id="test.W001"),
         checks.Error("silenced on purpose", id="test.E002"),
     )

@@ -56,47 +56,33 @@ def test_worker_runs_queued_tasks_and_exits_when_idle(ops, scripted_provider):
     assert [Task.objects.get(pk=t.pk).status for t in tasks] == ["done"] * 3
 
 
-@pytest.fixture
-def failing_check():
-    """Register a system check with `tag` that always reports an error; removed afterwards."""
-    from django.core import checks
-
-    made = []
-
-    def register(tag: str):
-        def broken(app_configs=None, **kwargs):
-            return [checks.Error(f"broken {tag} check", id=f"test.E{len(made)}")]
-
-        checks.register(broken, tag)
-        made.append(broken)
-
-    yield register
-    for check in made:
-        checks.registry.registry.registered_checks.discard(check)
-
-
 @pytest.mark.django_db(transaction=True)
-def test_a_verb_runs_the_system_checks_but_the_url_configurations(ops, failing_check):
+def test_a_verb_runs_the_system_checks_but_the_url_configurations(ops, system_check):
+    from django.core import checks
     from django.core.management.base import SystemCheckError
 
     # As from the shell: call_command alone would skip the checks for every verb.
-    failing_check("urls")  # the URLconf imports the admin and the API: status needs neither
+    # The URLconf imports the admin and the API: status needs neither.
+    system_check("urls", checks.Error("broken urls check", id="test.E001"))
     out = StringIO()
     call_command("openhive", "status", skip_checks=False, stdout=out)
     assert "ops [active" in out.getvalue()
-    failing_check("models")  # a model check still guards every verb
+    # A model check still guards every verb.
+    system_check("models", checks.Error("broken models check", id="test.E002"))
     with pytest.raises(SystemCheckError, match="broken models check"):
         call_command("openhive", "status", skip_checks=False, stdout=StringIO())
 
 
 @pytest.mark.django_db(transaction=True)
 def test_worker_runs_no_system_check_and_serve_leaves_the_urls_to_its_web_process(
-    ops, failing_check
+    ops, system_check
 ):
+    from django.core import checks
+
     from openhive.cli import VERBS
     from openhive.management.commands.openhive import system_checks_for
 
-    failing_check("models")
+    system_check("models", checks.Error("broken models check", id="test.E001"))
     call_command("openhive", "worker", "--exit-when-idle", "0.1", "--poll", "0.05",
                  skip_checks=False, stdout=StringIO())  # fmt: skip
     assert system_checks_for(VERBS["worker"]) == []
