@@ -82,8 +82,10 @@ def main() -> None:
         print(f"manage.py {' '.join(verb):<20} {took:5.2f} s (goal <= 2 s: {verdict})")
     serve_until_healthy(env)  # warm-up
     took = statistics.median(serve_until_healthy(env) for _ in range(args.runs))
-    print(f"serve until /api/v1/health answers: {took:.2f} s (goal <= 5 s: "
-          f"{'met' if took <= 5 else 'NOT MET'})")
+    print(
+        f"serve until /api/v1/health answers: {took:.2f} s (goal <= 5 s: "
+        f"{'met' if took <= 5 else 'NOT MET'})"
+    )
 
 
 if __name__ == "__main__":

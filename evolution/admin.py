@@ -109,9 +109,7 @@ class CycleChangeAdmin(ReadOnlyAdmin):
         get_object_or_404(CycleChange, pk=change_id)
         func, done = funcs[verb]
         self._decide(request, CycleChange.objects.filter(pk=change_id), func, done)
-        return HttpResponseRedirect(
-            reverse("admin:evolution_cyclechange_change", args=[change_id])
-        )
+        return HttpResponseRedirect(reverse("admin:evolution_cyclechange_change", args=[change_id]))
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
                     extra_context: dict | None = None):  # fmt: skip

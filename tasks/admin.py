@@ -93,6 +93,7 @@ class TaskAdmin(admin.ModelAdmin):
             "<div>{} {}. {}</div>",
             ((("☑" if t.done else "☐"), t.position, scrub(t.text)) for t in items),
         )
+
     change_form_template = "admin/tasks/task/change_form.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -65,10 +65,12 @@ def test_rows_are_the_instances_the_orms_raw_query_makes(main_team):
     task_enqueue(team=main_team, text="one", options={"k": [1, "two", {"x": None}]})
     task_enqueue(team=main_team, text="two", priority=Task.Priority.HIGH)
     query = CompiledQuery(
-        lambda team_id: Task.objects.filter(team_id=team_id)
-        .select_related(None)
-        .extra(select={"doubled": "priority * 2"})
-        .order_by("pk")
+        lambda team_id: (
+            Task.objects.filter(team_id=team_id)
+            .select_related(None)
+            .extra(select={"doubled": "priority * 2"})
+            .order_by("pk")
+        )
     )
     sql, params = query.sql(team_id=main_team.pk)
     ours = query.rows(Task, team_id=main_team.pk)

@@ -123,9 +123,7 @@ def test_nothing_is_prepared_inside_a_transaction(table):
 
 
 @on_postgresql
-def test_a_statement_postgresql_cannot_type_runs_unprepared_and_is_logged_once(
-    table, caplog
-):
+def test_a_statement_postgresql_cannot_type_runs_unprepared_and_is_logged_once(table, caplog):
     sql = "SELECT %s IS NULL FROM prep_probe WHERE a = 1"
     caplog.set_level(logging.WARNING, logger="openhive.core.prepared")
     for _ in range(USES_BEFORE_PREPARE + 3):

@@ -235,9 +235,7 @@ async def _report_exit(process: asyncio.subprocess.Process | None) -> None:
         logger.info("the chat turn host stopped on a stop signal (exit status %s)", code)
     elif code != 0:
         why = "it has not exited" if code is None else f"exit status {code}"
-        logger.warning(
-            "lost contact with the chat turn host (%s); a new one starts on demand", why
-        )
+        logger.warning("lost contact with the chat turn host (%s); a new one starts on demand", why)
 
 
 # The signals a stop sends (Ctrl-C, service managers): the turn host exits at once on either.

@@ -146,4 +146,3 @@ class _Plan:
             for i in range(len(columns))
         ]
         self.converters = self.compiler.get_converters(cols)
-

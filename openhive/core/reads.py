@@ -28,9 +28,7 @@ class Read:
     @classmethod
     def of(cls, model: type[Model], sql: str, params: list, then: Callable = list) -> Read:
         """Model instances, as `raw_rows` makes them, passed through `then`."""
-        return cls(
-            sql, list(params), lambda columns, rows: then(instances(model, columns, rows))
-        )
+        return cls(sql, list(params), lambda columns, rows: then(instances(model, columns, rows)))
 
 
 def run_reads(reads: list[Read]) -> list[Any]:

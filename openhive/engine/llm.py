@@ -243,9 +243,7 @@ def complete(
     )
 
 
-def _streamed(
-    litellm: ModuleType, messages: list[dict], kwargs: dict, on_delta: DeltaSink
-) -> Any:
+def _streamed(litellm: ModuleType, messages: list[dict], kwargs: dict, on_delta: DeltaSink) -> Any:
     """Stream the reply, handing each piece of text to `on_delta`, then assemble it."""
     stream = litellm.completion(
         messages=messages,

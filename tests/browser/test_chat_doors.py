@@ -42,4 +42,3 @@ def test_socket_doors_answer_readably_and_log_no_traceback(page, serve):
 
     log = serve.log()
     assert "Traceback" not in log and "No route found" not in log
-

@@ -39,4 +39,3 @@ async def test_a_tools_event_arrives_before_the_answer_it_led_to(django_user_mod
     seen = [m["type"] for m in await receive_until(communicator, "response")]
     assert "event" in seen and seen.index("event") < seen.index("response")
     await communicator.disconnect()
-

@@ -227,9 +227,7 @@ def test_near_a_limit_the_exact_estimate_decides(ops):
     # The bound would pass the limit, the exact count does not: the call is made.
     guard.check(lambda: Estimate(900, Decimal(0)), bound=lambda: Estimate(5_000, Decimal(0)))
     with pytest.raises(BudgetExceeded) as refused:
-        guard.check(
-            lambda: Estimate(1_100, Decimal(0)), bound=lambda: Estimate(5_000, Decimal(0))
-        )
+        guard.check(lambda: Estimate(1_100, Decimal(0)), bound=lambda: Estimate(5_000, Decimal(0)))
     assert refused.value.budget == "task_tokens"
     assert "1,100 tokens" in str(refused.value)
 

@@ -417,4 +417,3 @@ def test_forget_uses_lets_a_loaded_scripts_limited_rules_answer_again(openhive_d
     assert [choose_reply(script, conv()).content for _ in range(2)] == ["once", "after"]
     scripted.forget_uses()
     assert choose_reply(load_script(name), conv()).content == "once"
-

@@ -48,7 +48,9 @@ def test_a_quick_session_reads_the_cancel_flag_before_a_model_call_unless_just_r
     main_team, scripted_provider, settings, fresh, reads
 ):
     settings.OPENHIVE = {
-        **settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60, "CANCEL_FRESH_SECONDS": fresh
+        **settings.OPENHIVE,
+        "CANCEL_POLL_SECONDS": 60,
+        "CANCEL_FRESH_SECONDS": fresh,
     }
     scripted_provider(
         [
@@ -80,9 +82,7 @@ def test_a_stop_requested_in_this_process_is_read_before_the_next_model_call(
     is read before the next call: the session makes no call after it."""
     from openhive.engine import stopping
 
-    settings.OPENHIVE = {
-        **settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60, "CANCEL_FRESH_SECONDS": 60
-    }
+    settings.OPENHIVE = {**settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60, "CANCEL_FRESH_SECONDS": 60}
     scripted_provider(LIST_FOREVER)
     cancelled: list[int] = []
     from openhive.engine import tool_calls
@@ -96,8 +96,6 @@ def test_a_stop_requested_in_this_process_is_read_before_the_next_model_call(
         return result
 
     monkeypatch.setattr("openhive.engine.session.call_tool", call_then_cancel)
-    outcome = run_team_session(
-        main_team, "go", should_cancel=lambda: bool(cancelled), max_turns=10
-    )
+    outcome = run_team_session(main_team, "go", should_cancel=lambda: bool(cancelled), max_turns=10)
     assert outcome.stop_reason == "cancelled"
     assert session_of(outcome).turns == 1

@@ -29,7 +29,9 @@ LIST_THREE_TIMES = [
 @pytest.fixture
 def quick_polls(settings):
     settings.OPENHIVE = {
-        **settings.OPENHIVE, "CANCEL_POLL_SECONDS": 0.02, "CANCEL_FRESH_SECONDS": 0
+        **settings.OPENHIVE,
+        "CANCEL_POLL_SECONDS": 0.02,
+        "CANCEL_FRESH_SECONDS": 0,
     }
 
 

@@ -54,7 +54,6 @@ def steps_then_answer(steps: int, calls_per_step: int = 1, call: dict = LIST) ->
     ]
 
 
-
 WRITE = re.compile(r'(?:^|; )(?:INSERT INTO|UPDATE|DELETE FROM) "')
 
 
@@ -122,9 +121,7 @@ def test_a_task_step_reads_only_the_cancel_flag(
     main_team, scripted_provider, noop_tool, settings, write_window
 ):
     # No poll while a model call runs (a slow machine would add reads): the read before it.
-    settings.OPENHIVE = {
-        **settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60, "CANCEL_FRESH_SECONDS": 0
-    }
+    settings.OPENHIVE = {**settings.OPENHIVE, "CANCEL_POLL_SECONDS": 60, "CANCEL_FRESH_SECONDS": 0}
     write_window(0)
 
     def run() -> None:
@@ -291,7 +288,9 @@ def test_session_writes_skip_the_wal_flush_wait_and_the_end_carrying_the_tasks_d
     if connection.vendor != "postgresql":
         pytest.skip("SQLite commits in WAL mode with synchronous=NORMAL: no flush per commit")
     settings.OPENHIVE = {
-        **settings.OPENHIVE, "SESSION_SYNC_COMMIT": sync, "STEP_WRITE_WINDOW_MS": 0
+        **settings.OPENHIVE,
+        "SESSION_SYNC_COMMIT": sync,
+        "STEP_WRITE_WINDOW_MS": 0,
     }
     scripted_provider(steps_then_answer(2))
     task = task_enqueue(team=main_team, text="go", options={"max_turns": 10})

@@ -158,12 +158,18 @@ def test_the_change_page_offers_the_decisions_its_status_allows(
     page = admin_client.get(page_url).content.decode()
     assert "Confirm and apply" in page and "Reject" in page
     assert "Revert to the previous content" not in page
-    assert admin_client.get(
-        reverse("admin:evolution_cyclechange_decide", args=[change_id, "confirm"])
-    ).status_code == 405  # a decision is a POST, never a link a crawler could follow
-    assert admin_client.post(
-        reverse("admin:evolution_cyclechange_decide", args=[change_id, "delete"])
-    ).status_code == 404
+    assert (
+        admin_client.get(
+            reverse("admin:evolution_cyclechange_decide", args=[change_id, "confirm"])
+        ).status_code
+        == 405
+    )  # a decision is a POST, never a link a crawler could follow
+    assert (
+        admin_client.post(
+            reverse("admin:evolution_cyclechange_decide", args=[change_id, "delete"])
+        ).status_code
+        == 404
+    )
     assert scout.read_text() == SCOUT
 
     answer = decide("confirm")

@@ -17,4 +17,3 @@ def teams(main_team):
     ]
     Task.objects.all().delete()
     return made
-

@@ -22,8 +22,6 @@ from tests.factories import set_cap
 P = Task.Priority
 
 
-
-
 def statuses(tasks) -> list[str]:
     return [Task.objects.get(pk=t.pk).status for t in tasks]
 

@@ -112,9 +112,7 @@ def test_the_claiming_update_finds_its_picked_rows_by_primary_key_after_a_burst(
     the picks and scanned every pending task to find them (13,867 rows, 11 ms a claim, in the
     queue benchmark, where a claim took 8 tasks of 8 teams)."""
     more = TeamFactory.create_batch(6)
-    Task.objects.bulk_create(
-        [Task(team=more[i % 6], text=f"m{i}", priority=0) for i in range(60)]
-    )
+    Task.objects.bulk_create([Task(team=more[i % 6], text=f"m{i}", priority=0) for i in range(60)])
     # at the head of the queue, so the claim takes from all nine teams
     Task.objects.filter(team__in=more).update(created_at=timezone.now() - timedelta(days=1))
     with CaptureQueriesContext(connection) as captured:  # the default cap of each team

@@ -58,7 +58,7 @@ def test_a_batch_writes_each_end_exactly_as_given(teams):
         task_enqueue(team=teams[i], text=f"t{i}")
     owner = batch_owner()
     first, second = task_claim_batch(worker=owner, limit=2)
-    awkward = 'quotes \' " {json} [1, 2] \\ back, tab\t, new\nline, ünïcödé 🐝, ' + "x" * 5000
+    awkward = "quotes ' \" {json} [1, 2] \\ back, tab\t, new\nline, ünïcödé 🐝, " + "x" * 5000
     when = (timezone.now() + timedelta(seconds=3)).replace(microsecond=123456)
     ends = [
         HeldEnd(first, owner, Task.Status.FAILED, awkward, "max_turns", when),

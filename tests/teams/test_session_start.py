@@ -42,9 +42,7 @@ def ops(main_team, vault_key, monkeypatch):
     (rules / "r.md").write_text("MAIN ORG RULE")
     memory_save(team=team, key="pager", content="Page the on-call lead first.", type="lesson")
     teammessage_send(sender=main_team, recipient=team, content="Please check the backups.")
-    VaultEntry.objects.create(
-        team=team, key="TOKEN", value=crypto.encrypt(SECRET), is_secret=True
-    )
+    VaultEntry.objects.create(team=team, key="TOKEN", value=crypto.encrypt(SECRET), is_secret=True)
     return team
 
 

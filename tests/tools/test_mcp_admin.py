@@ -45,9 +45,7 @@ def test_the_admin_shows_servers_their_tools_and_last_error(admin_client, ops):
     assert "mcp__fx__echo" in detail and "mcp__fx__crash" in detail
 
 
-def test_the_team_page_lists_every_configured_server_even_before_its_first_use(
-    admin_client, ops
-):
+def test_the_team_page_lists_every_configured_server_even_before_its_first_use(admin_client, ops):
     set_config(
         "ops",
         mcp_servers={"fx": FIXTURE, "later": {"command": "mcp-server-time"}},
