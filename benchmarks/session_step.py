@@ -224,6 +224,8 @@ def main() -> None:
             print(f"        database round trips a session: {trips}")
             if k == min(ks):
                 print(f"        {_round_trip_floor(base * (k + 1))}")
+                if vendor == "postgresql":
+                    print(f"        {_commit_floor(base * (k + 1))}")
         if len(ks) > 1:
             low, high = min(ks), max(ks)
             growth = results[("bare", high)] / results[("bare", low)]
@@ -316,6 +318,39 @@ def _round_trip_floor(gap: float) -> str:
         f"a round trip (SELECT 1): {statistics.median(hot):.3f} ms back to back; after "
         f"{gap * 1000:.1f} ms of Python, median {statistics.median(cold):.3f} ms, p90 "
         f"{cold[89]:.3f} ms"
+    )
+
+
+def _commit_floor(gap: float) -> str:
+    """What a commit waiting for the WAL flush costs over one that does not, each a one-row
+    INSERT in a query of its own after `gap` seconds of Python. A task's life commits three
+    times so (its enqueue, its claim, its end with the session's), a chat turn once (its end);
+    the session's own start does not wait (OPENHIVE_SESSION_SYNC_COMMIT)."""
+    from django.db import connection
+
+    def commit_ms(prefix: str) -> float:
+        times = []
+        with connection.cursor() as cursor:
+            for _ in range(100):
+                until = time.perf_counter() + gap
+                while time.perf_counter() < until:
+                    pass
+                started = time.perf_counter()
+                cursor.execute(f"{prefix}INSERT INTO bench_commit_floor (v) VALUES (1)")
+                times.append((time.perf_counter() - started) * 1000)
+        return statistics.median(times)
+
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE bench_commit_floor (id serial PRIMARY KEY, v int)")
+    try:
+        durable, unflushed = commit_ms(""), commit_ms("SET LOCAL synchronous_commit = off; ")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE bench_commit_floor")
+    return (
+        f"a one-row commit after {gap * 1000:.1f} ms of Python: {durable:.3f} ms waiting for "
+        f"the WAL flush, {unflushed:.3f} ms not (median); a task's life waits for 3 "
+        "(enqueue, claim, end), a chat turn for 1"
     )
 
 
