@@ -49,3 +49,20 @@ def test_a_benchmark_runs_at_its_smallest_size_and_prints_its_figures(script, tm
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert figure in done.stdout, done.stdout[-3000:]
+
+
+def test_the_session_step_benchmark_on_postgresql_prints_the_commit_floor(tmp_path):
+    """The line that tells the database's share of a task's ratio from the engine's."""
+    if not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
+        pytest.skip("the commit floor is PostgreSQL's (SQLite's commits do not flush)")
+    arguments, _figure = SMALLEST["session_step.py"]
+    done = subprocess.run(
+        [sys.executable, "session_step.py", *arguments],
+        cwd=ROOT / "benchmarks",
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ms waiting for the WAL flush" in done.stdout, done.stdout[-3000:]
