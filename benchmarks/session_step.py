@@ -293,27 +293,29 @@ def _paired_ratio(mode: list[tuple[float, ...]], bare: list[tuple[float, ...]]) 
     return statistics.median(m[0] / b[0] for m, b in zip(mode, bare, strict=True))
 
 
+def _query_ms(sql: str, after: float, times: int = 100) -> list[float]:
+    """`sql` timed `times` times, each after `after` seconds of busy Python (as a session's
+    is), in ms, sorted."""
+    from django.db import connection
+
+    taken = []
+    with connection.cursor() as cursor:
+        for _ in range(times):
+            until = time.perf_counter() + after
+            while time.perf_counter() < until:
+                pass
+            started = time.perf_counter()
+            cursor.execute(sql)
+            taken.append((time.perf_counter() - started) * 1000)
+    return sorted(taken)
+
+
 def _round_trip_floor(gap: float) -> str:
     """A round trip with nothing in it (SELECT 1), back to back and after `gap` seconds of
     Python (a bare session's time): the database server's process sleeps meanwhile, and on a
     virtual machine waking it (and its idle vCPU) can cost more than its work. A session's
     first query, and its final write after the model calls, pay the second figure."""
-    from django.db import connection
-
-    def trip_ms(after: float) -> list[float]:
-        times = []
-        with connection.cursor() as cursor:
-            for _ in range(100):
-                until = time.perf_counter() + after
-                while time.perf_counter() < until:  # busy, as the session's Python is
-                    pass
-                started = time.perf_counter()
-                cursor.execute("SELECT 1")
-                cursor.fetchone()
-                times.append((time.perf_counter() - started) * 1000)
-        return sorted(times)
-
-    hot, cold = trip_ms(0), trip_ms(gap)
+    hot, cold = _query_ms("SELECT 1", 0), _query_ms("SELECT 1", gap)
     return (
         f"a round trip (SELECT 1): {statistics.median(hot):.3f} ms back to back; after "
         f"{gap * 1000:.1f} ms of Python, median {statistics.median(cold):.3f} ms, p90 "
@@ -328,28 +330,19 @@ def _commit_floor(gap: float) -> str:
     the session's own start does not wait (OPENHIVE_SESSION_SYNC_COMMIT)."""
     from django.db import connection
 
-    def commit_ms(prefix: str) -> float:
-        times = []
-        with connection.cursor() as cursor:
-            for _ in range(100):
-                until = time.perf_counter() + gap
-                while time.perf_counter() < until:
-                    pass
-                started = time.perf_counter()
-                cursor.execute(f"{prefix}INSERT INTO bench_commit_floor (v) VALUES (1)")
-                times.append((time.perf_counter() - started) * 1000)
-        return statistics.median(times)
-
+    insert = "INSERT INTO bench_commit_floor (v) VALUES (1)"
     with connection.cursor() as cursor:
         cursor.execute("CREATE TABLE bench_commit_floor (id serial PRIMARY KEY, v int)")
     try:
-        durable, unflushed = commit_ms(""), commit_ms("SET LOCAL synchronous_commit = off; ")
+        durable = _query_ms(insert, gap)
+        unflushed = _query_ms(f"SET LOCAL synchronous_commit = off; {insert}", gap)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DROP TABLE bench_commit_floor")
     return (
-        f"a one-row commit after {gap * 1000:.1f} ms of Python: {durable:.3f} ms waiting for "
-        f"the WAL flush, {unflushed:.3f} ms not (median); a task's life waits for 3 "
+        f"a one-row commit after {gap * 1000:.1f} ms of Python: "
+        f"{statistics.median(durable):.3f} ms waiting for the WAL flush, "
+        f"{statistics.median(unflushed):.3f} ms not (median); a task's life waits for 3 "
         "(enqueue, claim, end), a chat turn for 1"
     )
 
