@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -76,11 +77,17 @@ class DirectClient:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         params = StdioServerParameters(command="mcp-server-time", env={"PATH": os.environ["PATH"]})
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            self.session = session
-            self.ready.set_result(None)
-            await self.stop.wait()
+        try:
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                self.session = s
+                self.ready.set_result(None)
+                await self.stop.wait()
+        except BaseException as exc:
+            # Without this the constructor would wait on `ready` for ever.
+            if not self.ready.done():
+                self.ready.set_exception(exc)
+            raise
 
     def call(self) -> None:
         result = self.loop.run_until_complete(self.session.call_tool("get_current_time", ARGS))
@@ -107,6 +114,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=300)
     calls = parser.parse_args().calls
+    if shutil.which("mcp-server-time") is None:
+        sys.exit(
+            "mcp-server-time is not on PATH: run `uv sync` and start this with `uv run` "
+            "(it is a dev dependency, installed in the project's .venv/bin)"
+        )
 
     import django
 

@@ -50,16 +50,30 @@ def test_the_session_step_benchmark_on_postgresql_prints_the_commit_floor(tmp_pa
     assert "ms waiting for the WAL flush" in printed, printed[-3000:]
 
 
+def test_the_mcp_benchmark_stops_at_once_when_its_server_is_not_installed(tmp_path):
+    done = _start("mcp_call.py", ["--calls", "5"], tmp_path, path="/usr/bin:/bin", timeout=60)
+    assert done.returncode != 0
+    assert "mcp-server-time is not on PATH" in done.stderr
+
+
 def _run_smallest(script: str, tmp_path: Path) -> str:
     """Run `script` at its smallest size as a user starts it; what it printed."""
-    arguments, _figure = SMALLEST[script]
-    done = subprocess.run(
-        [sys.executable, script, *arguments],
-        cwd=ROOT / "benchmarks",
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # `uv run` puts the environment's bin (mcp-server-time) on PATH; so does this, however
+    # pytest itself was started.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    done = _start(script, SMALLEST[script][0], tmp_path, path=path, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+def _start(
+    script: str, arguments: list[str], tmp_path: Path, *, path: str, timeout: int
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, script, *arguments],
+        cwd=ROOT / "benchmarks",
+        env={**os.environ, "TMPDIR": str(tmp_path), "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
