@@ -11,7 +11,8 @@ of a team under an org-op is taken. They rest on the same per-team critical sect
   counts their running tasks, checks the org-op mutex, picks each team's best pending tasks up
   to its free slots and marks them running, in one `UPDATE … RETURNING`.
 - SQLite: the transaction is IMMEDIATE, so it holds the database write lock from BEGIN; the
-  counts and picks are made in Python on the latest state, then one UPDATE marks the batch.
+  counts are read on the latest state, each team's best pending tasks come from its pending
+  index (cut at its room, as on PostgreSQL), then one UPDATE marks the batch.
 
 The end of a claimed task (`end_held`) is one UPDATE too, conditional on the lease owner.
 """
@@ -178,32 +179,31 @@ def held_since_now(claimed: Iterable[Task]) -> list[Task]:
 def _claim_sqlite(
     teams: list[tuple[int, int, int]], *, worker: str, limit: int, now: datetime
 ) -> list[Task]:
-    room = {team_id: free for team_id, _cap, free in teams}
+    # The most urgent `limit` tasks belong to at most `limit` teams, and those are the first
+    # teams with room in urgency order (each one's best task is admissible, so it ranks among
+    # the picks before any task of a later team does).
+    room = [(team_id, min(free, limit)) for team_id, _cap, free in teams if free > 0][:limit]
     if not room:
         return []
     task_table, team_table, _ = _tables()
     at = connection.ops.adapt_datetimefield_value(now)
-    marks = ", ".join("%s" for _ in room)
-    picked: list[int] = []
+    # Each team's head, read in order from its pending index and cut at its room, as the
+    # PostgreSQL claim's LATERAL does. One scan of all those teams' pending tasks sorted
+    # them all at every claim: 3.5 ms a claim with 4,000 queued, 16.6 ms with 20,000.
+    heads = " UNION ALL ".join(
+        f"""SELECT * FROM (
+              SELECT id, priority, created_at FROM {task_table}
+               WHERE team_id = %s AND status = 'pending'
+                 AND (run_after IS NULL OR run_after <= %s)
+               ORDER BY priority, created_at, id LIMIT %s)"""
+        for _team in room
+    )
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            SELECT id, team_id FROM {task_table}
-             WHERE status = 'pending' AND (run_after IS NULL OR run_after <= %s)
-               AND team_id IN ({marks})
-             ORDER BY priority, created_at, id
-            """,
-            [at, *room],
+            f"SELECT id FROM ({heads}) ORDER BY priority, created_at, id LIMIT %s",
+            [value for team_id, free in room for value in (team_id, at, free)] + [limit],
         )
-        # SQLite steps the scan lazily: it stops as soon as the batch or the room is full.
-        while len(picked) < limit and any(room.values()):
-            rows = cursor.fetchmany(64)
-            if not rows:
-                break
-            for task_id, team_id in rows:
-                if room[team_id] > 0 and len(picked) < limit:
-                    room[team_id] -= 1
-                    picked.append(task_id)
+        picked = [task_id for (task_id,) in cursor.fetchall()]
     if not picked:
         return []
     # The claiming UPDATE reads the claimed rows back, as PostgreSQL's does.

@@ -235,3 +235,16 @@ def test_a_pull_worker_runs_everything_once_and_hands_back_nothing_it_started(te
         pull.join()
     assert sorted(ran) == sorted(t.pk for t in tasks)
     assert Counter(Task.objects.values_list("status", "attempts")) == {("done", 1): 30}
+
+
+@pytest.mark.django_db
+def test_a_batch_smaller_than_the_number_of_teams_takes_the_most_urgent_of_them_all(teams):
+    ops, db, web = teams
+    later = [task_enqueue(team=t, text=f"{t.name} normal") for t in (ops, db, web)]
+    urgent = task_enqueue(team=web, text="web high", priority=P.HIGH)
+
+    first = task_claim_batch(worker="w", limit=2)
+    second = task_claim_batch(worker="w", limit=2)
+
+    assert [t.pk for t in first] == [urgent.pk, later[0].pk]
+    assert [t.pk for t in second] == [later[1].pk, later[2].pk]
