@@ -72,22 +72,23 @@ def _tables() -> tuple[str, str, str]:
     )
 
 
-def _candidate_teams(now: datetime, before: str = "") -> list[tuple[int, int, int]]:
-    """(team id, cap, free slots) of the teams owning the head of the queue, most urgent
-    first, in one query; teams that are full or under an org-op are left out. Outside a
-    lock these are hints (PostgreSQL looks again under the lock); inside SQLite's write
-    lock they are the truth. `before`: statements sent in the same query, ahead of it."""
-    task_table, team_table, lock_table = _tables()
+def _candidate_teams(now: datetime, limit: int, before: str = "") -> list[tuple[int, int, int]]:
+    """(team id, cap, free slots) of the teams whose best ready task is most urgent, most
+    urgent first; teams that are full or under an org-op are left out. Outside a lock these
+    are hints (PostgreSQL looks again under the lock); inside SQLite's write lock they are
+    the truth. `before`: statements sent in the same query, ahead of it.
+
+    The head of the queue (CANDIDATE_WINDOW tasks, read in index order) names them when it
+    holds `limit` teams with room, or the whole queue. Otherwise -- a full team's backlog
+    fills the head -- each team's best task is looked up in the team's own index, so a team
+    whose work was queued behind it is not starved until that backlog drains."""
+    task_table, team_table, _ = _tables()
     at = connection.ops.adapt_datetimefield_value(now)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""{before}
-            SELECT h.team_id, tm.name,
-                   (SELECT count(*) FROM {task_table} r
-                     WHERE r.team_id = h.team_id AND r.status = 'running'),
-                   EXISTS (SELECT 1 FROM {lock_table} o
-                            WHERE o.team_id = h.team_id AND o.expires_at > %s)
-              FROM (SELECT team_id, min(rk) AS best
+            SELECT h.team_id, tm.name, {_running_and_held("h.team_id")}, h.n
+              FROM (SELECT team_id, min(rk) AS best, count(*) AS n
                       FROM (SELECT team_id,
                                    row_number() OVER (ORDER BY priority, created_at, id) AS rk
                               FROM {task_table}
@@ -101,6 +102,48 @@ def _candidate_teams(now: datetime, before: str = "") -> list[tuple[int, int, in
         )
         to_rows(cursor)
         rows = cursor.fetchall()
+    teams = _with_room([row[:4] for row in rows])
+    if len(teams) >= limit or sum(row[4] for row in rows) < CANDIDATE_WINDOW:
+        return teams
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT tm.id, tm.name, {_running_and_held("tm.id")}
+              FROM {team_table} tm
+              {_best_ready_task_of("tm.id")}
+             ORDER BY h.priority, h.created_at, h.id""",
+            [at, at],
+        )
+        return _with_room(cursor.fetchall())
+
+
+def _best_ready_task_of(team_id: str) -> str:
+    """A join that gives each team its best ready pending task as `h` (priority, created_at,
+    id), read from the team's pending index; teams without one drop out. PostgreSQL joins it
+    laterally; SQLite, which has no LATERAL, looks it up by key (PostgreSQL would instead
+    scan the task table and run the lookup for every row)."""
+    task_table = connection.ops.quote_name(Task._meta.db_table)
+    best = f"""SELECT p.priority, p.created_at, p.id FROM {task_table} p
+                WHERE p.team_id = {team_id} AND p.status = 'pending'
+                  AND (p.run_after IS NULL OR p.run_after <= %s)
+                ORDER BY p.priority, p.created_at, p.id
+                LIMIT 1"""
+    if connection.vendor == "postgresql":
+        return f"CROSS JOIN LATERAL ({best}) h"
+    return f"JOIN {task_table} h ON h.id = (SELECT id FROM ({best}))"
+
+
+def _running_and_held(team_id: str) -> str:
+    """Two columns: the team's running tasks, and whether an org-op holds it (at the first
+    parameter's time)."""
+    task_table, _team_table, lock_table = _tables()
+    return f"""(SELECT count(*) FROM {task_table} r
+                 WHERE r.team_id = {team_id} AND r.status = 'running'),
+               EXISTS (SELECT 1 FROM {lock_table} o
+                        WHERE o.team_id = {team_id} AND o.expires_at > %s)"""
+
+
+def _with_room(rows: Iterable[tuple[int, str, int, bool]]) -> list[tuple[int, int, int]]:
     teams = []
     for team_id, name, running, held in rows:
         cap = team_cap(name)
@@ -119,7 +162,7 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
     if statements_in_one_query() and not connection.in_atomic_block:
         return held_since_now(_claim_postgres_in_three_trips(worker=worker, limit=limit))
     if connection.vendor == "postgresql":
-        teams = _candidate_teams(timezone.now())
+        teams = _candidate_teams(timezone.now(), limit)
         if not teams:
             return []
         with transaction.atomic():
@@ -127,7 +170,7 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
         return held_since_now(claimed)
     with transaction.atomic():  # IMMEDIATE: the write lock is held from here
         now = timezone.now()
-        claimed = _claim_sqlite(_candidate_teams(now), worker=worker, limit=limit, now=now)
+        claimed = _claim_sqlite(_candidate_teams(now, limit), worker=worker, limit=limit, now=now)
     return held_since_now(claimed)
 
 
@@ -138,7 +181,7 @@ def _claim_postgres_in_three_trips(*, worker: str, limit: int) -> list[Task]:
     inside the transaction, as hints still (each statement sees what is committed when it
     starts, and none locks). With no candidate, the empty transaction costs a COMMIT more."""
     with rolled_back_on_error():
-        teams = _candidate_teams(timezone.now(), before=f"BEGIN; {IN_INDEX_ORDER};")
+        teams = _candidate_teams(timezone.now(), limit, before=f"BEGIN; {IN_INDEX_ORDER};")
         claimed = _claim_postgres(teams, worker=worker, limit=limit, commit=True) if teams else []
         if not teams:
             send("COMMIT")

@@ -248,3 +248,37 @@ def test_a_batch_smaller_than_the_number_of_teams_takes_the_most_urgent_of_them_
 
     assert [t.pk for t in first] == [urgent.pk, later[0].pk]
     assert [t.pk for t in second] == [later[1].pk, later[2].pk]
+
+
+@pytest.mark.django_db
+def test_a_full_teams_backlog_at_the_head_of_the_queue_does_not_starve_the_other_teams(teams):
+    """The claim named its teams from the head of the queue alone (200 tasks): a team at its
+    cap with a longer backlog filled it, and a task of another team queued after that backlog
+    waited until the backlog drained."""
+    ops, db, _web = teams
+    set_cap("ops", 1)
+    Task.objects.bulk_create([Task(team=ops, text=f"backlog {i}") for i in range(300)])
+    behind = task_enqueue(team=db, text="queued behind the backlog")
+
+    batch = task_claim_batch(worker="w", limit=4)
+
+    assert [t.team.name for t in batch] == ["ops", "db"]
+    assert batch[1].pk == behind.pk
+    assert task_claim_batch(worker="w", limit=4) == []  # ops is full, db has nothing left
+
+
+@pytest.mark.django_db
+def test_a_pull_worker_runs_a_task_queued_behind_a_full_teams_backlog(teams, scripted_provider):
+    ops, db, _web = teams
+    scripted_provider([{"when": {}, "reply": {"content": "ok"}}])
+    set_cap("ops", 1)
+    task_claim_batch(worker="elsewhere", limit=1)  # nothing queued yet: claims nothing
+    Task.objects.bulk_create([Task(team=ops, text=f"backlog {i}") for i in range(300)])
+    [running] = task_claim_batch(worker="elsewhere", limit=1)  # ops is now at its cap
+    behind = task_enqueue(team=db, text="queued behind the backlog")
+
+    assert run_next_task("w") == "done"
+
+    assert Task.objects.get(pk=behind.pk).status == "done"
+    assert Task.objects.get(pk=running.pk).lease_owner == "elsewhere"
+    assert Task.objects.filter(team=ops, status="pending").count() == 299

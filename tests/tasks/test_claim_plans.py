@@ -61,6 +61,18 @@ def test_a_claim_reads_the_candidates_in_index_order_after_a_burst(burst):
     assert [t.priority for t in claimed] == [0, 0]
 
 
+def test_a_claim_past_a_full_head_finds_each_teams_best_task_in_the_teams_own_index(burst):
+    """When the head of the queue names fewer teams with room than the batch takes, every
+    team's best task is looked up in the team's pending index: never a scan of the queue."""
+    with CaptureQueriesContext(connection) as captured:
+        claimed = task_claim_batch(worker="w1", limit=4)  # three teams: fewer than four
+    fallback = next(q["sql"] for q in captured.captured_queries if "LIMIT 1" in q["sql"])
+    plan = _plan(fallback, setting=IN_INDEX_ORDER)
+    assert "task_team_pending_idx" in plan, plan
+    assert "Seq Scan on tasks_task" not in plan, plan
+    assert len(claimed) == 4 and {t.priority for t in claimed} == {0}
+
+
 def test_a_teams_best_pending_task_comes_from_its_own_index(burst):
     with CaptureQueriesContext(connection) as captured:
         claimed = task_claim_next(team_id=burst[1].pk, team_name=burst[1].name, worker="w2")
