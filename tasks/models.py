@@ -82,6 +82,13 @@ class Task(models.Model):
                 condition=models.Q(status="pending"),
             ),
             models.Index(fields=["team", "status"], name="task_team_status_idx"),
+            # Pending tasks handed out to a django-q2 worker: a few at a time, counted at every
+            # dispatch tick, which otherwise read every pending task.
+            models.Index(
+                fields=["team", "dispatched_at"],
+                name="task_pending_handed_idx",
+                condition=models.Q(status="pending", dispatched_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

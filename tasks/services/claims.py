@@ -38,7 +38,7 @@ from openhive.engine import stopping
 from teams.models import Team
 
 from ..models import OrgOpLock, Task, UserQuestion
-from ..selectors import team_cap
+from ..selectors import best_task_join, heads_of_teams, team_cap
 from ..timing import lease_until
 
 # How many of the most urgent pending tasks name the teams a claim considers: teams whose work
@@ -110,27 +110,11 @@ def _candidate_teams(now: datetime, limit: int, before: str = "") -> list[tuple[
             f"""
             SELECT tm.id, tm.name, {_running_and_held("tm.id")}
               FROM {team_table} tm
-              {_best_ready_task_of("tm.id")}
+              {best_task_join("tm.id")}
              ORDER BY h.priority, h.created_at, h.id""",
             [at, at],
         )
         return _with_room(cursor.fetchall())
-
-
-def _best_ready_task_of(team_id: str) -> str:
-    """A join that gives each team its best ready pending task as `h` (priority, created_at,
-    id), read from the team's pending index; teams without one drop out. PostgreSQL joins it
-    laterally; SQLite, which has no LATERAL, looks it up by key (PostgreSQL would instead
-    scan the task table and run the lookup for every row)."""
-    task_table = connection.ops.quote_name(Task._meta.db_table)
-    best = f"""SELECT p.priority, p.created_at, p.id FROM {task_table} p
-                WHERE p.team_id = {team_id} AND p.status = 'pending'
-                  AND (p.run_after IS NULL OR p.run_after <= %s)
-                ORDER BY p.priority, p.created_at, p.id
-                LIMIT 1"""
-    if connection.vendor == "postgresql":
-        return f"CROSS JOIN LATERAL ({best}) h"
-    return f"JOIN {task_table} h ON h.id = (SELECT id FROM ({best}))"
 
 
 def _running_and_held(team_id: str) -> str:
@@ -233,19 +217,9 @@ def _claim_sqlite(
     # Each team's head, read in order from its pending index and cut at its room, as the
     # PostgreSQL claim's LATERAL does. One scan of all those teams' pending tasks sorted
     # them all at every claim: 3.5 ms a claim with 4,000 queued, 16.6 ms with 20,000.
-    heads = " UNION ALL ".join(
-        f"""SELECT * FROM (
-              SELECT id, priority, created_at FROM {task_table}
-               WHERE team_id = %s AND status = 'pending'
-                 AND (run_after IS NULL OR run_after <= %s)
-               ORDER BY priority, created_at, id LIMIT %s)"""
-        for _team in room
-    )
+    sql, params = heads_of_teams(room, now=now, limit=limit)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM ({heads}) ORDER BY priority, created_at, id LIMIT %s",
-            [value for team_id, free in room for value in (team_id, at, free)] + [limit],
-        )
+        cursor.execute(sql, params)
         picked = [task_id for (task_id,) in cursor.fetchall()]
     if not picked:
         return []
