@@ -32,6 +32,10 @@ SMALLEST = {
     "trigger_clock.py": (["--seconds", "2"], "cron lateness"),
     "reach_overhead.py": (["--requests", "5", "--runs", "1"], "added by"),
     "channel_layer.py": (["--sockets", "10", "20", "--sends", "40"], "OpenHive's"),
+    "queue_depth.py": (
+        ["--shallow", "50", "--deep", "100", "--runs", "2"],
+        "behind a full team: ",
+    ),
 }
 
 
