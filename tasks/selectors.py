@@ -231,23 +231,23 @@ def team_room(*, now: datetime) -> list[tuple[int, int]]:
 def tasks_admissible(*, now: datetime, limit: int) -> list[int]:
     """Pending, not recently handed out, in strict priority then FIFO order, at most as many
     per team as it has free slots."""
-    # The most urgent `limit` tasks belong to at most `limit` teams: the first ones with room
-    # (each one's best task is admissible, so it ranks before any task of a later team).
-    room = [(team_id, min(free, limit)) for team_id, free in team_room(now=now) if free][:limit]
-    if not room or limit <= 0:
-        return []
-    sql, params = heads_of_teams(room, now=now, limit=limit, cutoff=redispatch_cutoff(now))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [task_id for (task_id,) in cursor.fetchall()]
+    return most_urgent_of_teams(
+        team_room(now=now), now=now, limit=limit, cutoff=redispatch_cutoff(now)
+    )
 
 
-def heads_of_teams(
+def most_urgent_of_teams(
     room: list[tuple[int, int]], *, now: datetime, limit: int, cutoff: datetime | None = None
-) -> tuple[str, list]:
-    """One query for the ids of the `limit` most urgent ready pending tasks of the teams in
-    `room` ((team id, free slots)), at most a team's free slots of each, each team's read in
-    order from its pending index and cut there. `cutoff`: leave out tasks handed out since."""
+) -> list[int]:
+    """The ids of the `limit` most urgent ready pending tasks of the teams in `room` ((team
+    id, free slots), the team whose best task is most urgent first), at most a team's free
+    slots of each, in one query: each team's read in order from its pending index and cut
+    there. `cutoff`: leave out tasks handed out since."""
+    # Those tasks belong to at most `limit` teams: the first ones with room (each one's best
+    # task is admissible, so it ranks before any task of a later team).
+    room = [(team_id, min(free, limit)) for team_id, free in room if free > 0][:limit]
+    if not room:
+        return []
     task_table = connection.ops.quote_name(Task._meta.db_table)
     at = connection.ops.adapt_datetimefield_value(now)
     fresh = " AND (dispatched_at IS NULL OR dispatched_at <= %s)" if cutoff else ""
@@ -261,10 +261,12 @@ def heads_of_teams(
         for n in range(len(room))
     )
     params = [value for team_id, free in room for value in (team_id, at, *extra, free)]
-    return f"SELECT id FROM ({heads}) AS heads ORDER BY priority, created_at, id LIMIT %s", [
-        *params,
-        limit,
-    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM ({heads}) AS heads ORDER BY priority, created_at, id LIMIT %s",
+            [*params, limit],
+        )
+        return [task_id for (task_id,) in cursor.fetchall()]
 
 
 def in_flight_tasks(*, team: Team) -> list[dict]:
