@@ -9,7 +9,7 @@ Measured, each as the median of --runs (milliseconds), with no worker running:
   - behind a full team: the same claim when one team at its cap owns the whole head of the
     queue and another team's task waits behind it (the claim must still find that task);
   - dispatch tick: what the engine loop reads to hand tasks to django-q2 workers
-    (`tasks_admissible` of 8 and the handed-out count).
+    (`tasks_admissible` of 8, the handed-out and the running counts).
 Goal: deep / shallow <= 1.3x for each: the reads touch the head of each team's queue, never
 the whole queue. (Before: SQLite's claim 4.7x at 20,000 against 4,000; the dispatch tick
 ~4x on both databases; behind a full team, the task was not found at all.)
@@ -73,7 +73,7 @@ def measure(runs: int, depth: int) -> dict[str, float]:
     from queue_throughput import fill
 
     from tasks.models import Task
-    from tasks.selectors import dispatched_unclaimed_count, tasks_admissible
+    from tasks.selectors import dispatched_unclaimed_count, tasks_admissible, tasks_running_count
     from tasks.services.claims import task_claim_batch
 
     def put_back(claimed: list) -> None:
@@ -93,6 +93,7 @@ def measure(runs: int, depth: int) -> dict[str, float]:
         now = timezone.now()
         assert len(tasks_admissible(now=now, limit=BATCH)) == BATCH
         dispatched_unclaimed_count(now=now)
+        tasks_running_count()
 
     fill(TEAMS, depth)
     figures = {

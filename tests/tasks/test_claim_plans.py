@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tasks.models import Task
-from tasks.selectors import dispatched_unclaimed_count, tasks_admissible
+from tasks.selectors import dispatched_unclaimed_count, tasks_admissible, tasks_running_count
 from tasks.services import task_claim_next
 from tasks.services.claims import IN_INDEX_ORDER, task_claim_batch
 from tasks.services.finishes import HeldEnd, tasks_finish_held
@@ -76,7 +76,8 @@ def test_a_claim_past_a_full_head_finds_each_teams_best_task_in_the_teams_own_in
 
 def test_a_dispatch_tick_reads_the_teams_heads_and_the_handed_out_tasks_never_the_queue(burst):
     """The engine loop's dispatch (django-q2 workers) read every pending task at every tick,
-    four times a second: ~30 ms a tick with 20,000 queued."""
+    four times a second (~30 ms a tick with 20,000 queued), and counted running tasks
+    through an index of every task ever run."""
     Task.objects.filter(pk__in=Task.objects.filter(priority=0).values("pk")[:2]).update(
         dispatched_at=timezone.now()
     )
@@ -84,6 +85,7 @@ def test_a_dispatch_tick_reads_the_teams_heads_and_the_handed_out_tasks_never_th
     with CaptureQueriesContext(connection) as captured:
         picked = tasks_admissible(now=now, limit=4)
         assert dispatched_unclaimed_count(now=now) == 2
+        assert tasks_running_count() == 0
     handed = 0
     for query in captured.captured_queries:
         plan = _plan(query["sql"])
@@ -202,3 +204,20 @@ def test_a_sqlite_batch_claim_reads_each_teams_head_from_its_pending_index(teams
     pending = Task.objects.filter(status=Task.Status.PENDING)
     worst_claimed = max((t.priority, t.created_at, t.pk) for t in claimed)
     assert all((t.priority, t.created_at, t.pk) > worst_claimed for t in pending)
+
+
+@pytest.mark.django_db
+def test_a_sqlite_dispatch_tick_counts_running_tasks_team_by_team(teams):
+    """Counted at once, SQLite (without statistics) read the whole team-status index: every
+    task ever run, at every tick."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's planner (PostgreSQL's is checked above)")
+    Task.objects.bulk_create(
+        [Task(team=teams[0], text=f"old{i}", status="done") for i in range(50)]
+    )
+    with CaptureQueriesContext(connection) as captured:
+        assert tasks_running_count() == 0
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {captured.captured_queries[0]['sql']}")
+        plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+    assert "SEARCH r USING COVERING INDEX task_team_status_idx (team_id=? AND status=?)" in plan
