@@ -187,57 +187,69 @@ def dispatched_unclaimed_count(*, now: datetime) -> int:
     ).count()
 
 
-def best_task_join(team_id: str, *, undispatched: bool = False) -> str:
-    """SQL joining each team (its id column: `team_id`) to its best ready pending task as
-    `h` (priority, created_at, id), read from the team's pending index; a team without one
-    drops out. One probe per team, however deep the queue. `undispatched`: not handed out
-    since the redispatch cutoff (a second parameter). Parameters: now[, cutoff]."""
+def _ready_head(team: str, limit: str, *, undispatched: bool) -> str:
+    """SELECT of a team's ready pending tasks (id, priority, created_at), most urgent first,
+    read in order from the team's pending index. `team` and `limit` are SQL (a column or a
+    placeholder); then its parameters: now[, the redispatch cutoff when `undispatched`:
+    leave out tasks handed out since]."""
     task_table = connection.ops.quote_name(Task._meta.db_table)
     fresh = " AND (p.dispatched_at IS NULL OR p.dispatched_at <= %s)" if undispatched else ""
-    best = f"""SELECT p.priority, p.created_at, p.id FROM {task_table} p
-                WHERE p.team_id = {team_id} AND p.status = 'pending'
+    return f"""SELECT p.id, p.priority, p.created_at FROM {task_table} p
+                WHERE p.team_id = {team} AND p.status = 'pending'
                   AND (p.run_after IS NULL OR p.run_after <= %s){fresh}
                 ORDER BY p.priority, p.created_at, p.id
-                LIMIT 1"""
+                LIMIT {limit}"""
+
+
+def best_task_join(team_id: str, *, undispatched: bool = False) -> str:
+    """SQL joining each team (its id column: `team_id`) to its best ready pending task as
+    `h` (priority, created_at, id); a team without one drops out. One probe per team,
+    however deep the queue. Parameters: those of `_ready_head`."""
+    best = _ready_head(team_id, "1", undispatched=undispatched)
     if connection.vendor == "postgresql":
         return f"CROSS JOIN LATERAL ({best}) h"
     # SQLite has no LATERAL: the best task's key, then the row. (PostgreSQL would instead
     # scan the task table and run the lookup for every row.)
+    task_table = connection.ops.quote_name(Task._meta.db_table)
     return f"JOIN {task_table} h ON h.id = (SELECT id FROM ({best}))"
+
+
+def running_and_held(team_id: str) -> str:
+    """Two SQL columns for the team whose id column is `team_id`: its running tasks (found in
+    the team-status index), and whether an org-op holds it (its parameter: now)."""
+    task_table = connection.ops.quote_name(Task._meta.db_table)
+    lock_table = connection.ops.quote_name(OrgOpLock._meta.db_table)
+    return f"""(SELECT count(*) FROM {task_table} r
+                 WHERE r.team_id = {team_id} AND r.status = 'running'),
+               EXISTS (SELECT 1 FROM {lock_table} o
+                        WHERE o.team_id = {team_id} AND o.expires_at > %s)"""
 
 
 def team_room(*, now: datetime) -> list[tuple[int, int]]:
     """(team id, free slots) of each team with ready work not handed out yet, the team whose
     best such task is most urgent first: its cap less its running tasks and those handed out
-    but not yet claimed; 0 under an org-op. Reads each team's head and the handed-out tasks
-    only, never the whole queue (with 20,000 queued the tick spent ~50 ms here)."""
-    stale = redispatch_cutoff(now)
+    but not yet claimed; 0 under an org-op. One query that reads each team's head, running
+    and handed-out tasks, never the whole queue (with 20,000 queued the tick spent ~50 ms
+    reading it)."""
+    task_table = connection.ops.quote_name(Task._meta.db_table)
     team_table = connection.ops.quote_name(Team._meta.db_table)
+    at = connection.ops.adapt_datetimefield_value(now)
+    stale = connection.ops.adapt_datetimefield_value(redispatch_cutoff(now))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""SELECT tm.id, tm.name FROM {team_table} tm
-                {best_task_join("tm.id", undispatched=True)}
-                ORDER BY h.priority, h.created_at, h.id""",
-            [now, stale],
+            f"""SELECT tm.id, tm.name, {running_and_held("tm.id")},
+                       (SELECT count(*) FROM {task_table} d
+                         WHERE d.team_id = tm.id AND d.status = 'pending'
+                           AND d.dispatched_at > %s)
+                  FROM {team_table} tm
+                  {best_task_join("tm.id", undispatched=True)}
+                 ORDER BY h.priority, h.created_at, h.id""",
+            [at, stale, at, stale],
         )
-        waiting = cursor.fetchall()
-    if not waiting:
-        return []
-
-    def per_team(rows) -> dict[int, int]:
-        # Only the waiting teams, each found in the team-status index: counted for every
-        # team at once, SQLite read that whole index (every task ever run).
-        rows = rows.filter(team_id__in=[pk for pk, _name in waiting])
-        return dict(
-            rows.order_by().values("team_id").annotate(n=Count("id")).values_list("team_id", "n")
-        )
-
-    running = per_team(Task.objects.filter(status=Task.Status.RUNNING))
-    handed = per_team(Task.objects.filter(status=Task.Status.PENDING, dispatched_at__gt=stale))
-    locked = set(OrgOpLock.objects.filter(expires_at__gt=now).values_list("team_id", flat=True))
+        rows = cursor.fetchall()
     return [
-        (pk, 0 if pk in locked else max(0, team_cap(name) - running.get(pk, 0) - handed.get(pk, 0)))
-        for pk, name in waiting
+        (pk, 0 if held else max(0, team_cap(name) - running - handed))
+        for pk, name, running, held, handed in rows
     ]
 
 
@@ -261,18 +273,10 @@ def most_urgent_of_teams(
     room = [(team_id, min(free, limit)) for team_id, free in room if free > 0][:limit]
     if not room:
         return []
-    task_table = connection.ops.quote_name(Task._meta.db_table)
     at = connection.ops.adapt_datetimefield_value(now)
-    fresh = " AND (dispatched_at IS NULL OR dispatched_at <= %s)" if cutoff else ""
     extra = [connection.ops.adapt_datetimefield_value(cutoff)] if cutoff else []
-    heads = " UNION ALL ".join(
-        f"""SELECT * FROM (
-              SELECT id, priority, created_at FROM {task_table}
-               WHERE team_id = %s AND status = 'pending'
-                 AND (run_after IS NULL OR run_after <= %s){fresh}
-               ORDER BY priority, created_at, id LIMIT %s) AS h{n}"""
-        for n in range(len(room))
-    )
+    head = _ready_head("%s", "%s", undispatched=cutoff is not None)
+    heads = " UNION ALL ".join(f"SELECT * FROM ({head}) AS h{n}" for n in range(len(room)))
     params = [value for team_id, free in room for value in (team_id, at, *extra, free)]
     with connection.cursor() as cursor:
         cursor.execute(

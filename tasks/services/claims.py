@@ -38,7 +38,7 @@ from openhive.engine import stopping
 from teams.models import Team
 
 from ..models import OrgOpLock, Task, UserQuestion
-from ..selectors import best_task_join, most_urgent_of_teams, team_cap
+from ..selectors import best_task_join, most_urgent_of_teams, running_and_held, team_cap
 from ..timing import lease_until
 
 # How many of the most urgent pending tasks name the teams a claim considers first; when they
@@ -87,7 +87,7 @@ def _candidate_teams(now: datetime, limit: int, before: str = "") -> list[tuple[
     with connection.cursor() as cursor:
         cursor.execute(
             f"""{before}
-            SELECT h.team_id, tm.name, {_running_and_held("h.team_id")}, h.n
+            SELECT h.team_id, tm.name, {running_and_held("h.team_id")}, h.n
               FROM (SELECT team_id, min(rk) AS best, count(*) AS n
                       FROM (SELECT team_id,
                                    row_number() OVER (ORDER BY priority, created_at, id) AS rk
@@ -108,23 +108,13 @@ def _candidate_teams(now: datetime, limit: int, before: str = "") -> list[tuple[
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT tm.id, tm.name, {_running_and_held("tm.id")}
+            SELECT tm.id, tm.name, {running_and_held("tm.id")}
               FROM {team_table} tm
               {best_task_join("tm.id")}
              ORDER BY h.priority, h.created_at, h.id""",
             [at, at],
         )
         return _with_room(cursor.fetchall())
-
-
-def _running_and_held(team_id: str) -> str:
-    """Two columns: the team's running tasks, and whether an org-op holds it (at the first
-    parameter's time)."""
-    task_table, _team_table, lock_table = _tables()
-    return f"""(SELECT count(*) FROM {task_table} r
-                 WHERE r.team_id = {team_id} AND r.status = 'running'),
-               EXISTS (SELECT 1 FROM {lock_table} o
-                        WHERE o.team_id = {team_id} AND o.expires_at > %s)"""
 
 
 def _with_room(rows: Iterable[tuple[int, str, int, bool]]) -> list[tuple[int, int, int]]:
