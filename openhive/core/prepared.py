@@ -1,6 +1,6 @@
-"""PostgreSQL: the statements every enqueue, named task's claim, session start, step and task
-end runs, planned once per connection instead of at every run (a pull worker's batch claim is
-not one of them: its plan depends on the batch, and it sets planner options for itself).
+"""PostgreSQL: the statements every enqueue, claim, session start, step and task end runs,
+planned once per connection instead of at every run (a pull worker's batch claim forces their
+generic plans and keeps them on the indexes: `tasks.services.claims.IN_INDEX_ORDER`).
 
 On these statements the server spent more time planning than executing (the claim's UPDATE:
 0.16-0.31 ms planning against 0.04-0.06 ms executing; a session start's reads: 0.33 ms
@@ -117,7 +117,7 @@ def recover_lost_statements(execute: Any, sql: str, params: Any, many: bool, con
         return execute(sql, params, many, context)
     except DatabaseError as exc:
         state = getattr(exc.__cause__, "sqlstate", None)
-        if state not in (_LOST, _STALE) or "EXECUTE oh_" not in sql:
+        if not statement_lost(exc) or "EXECUTE oh_" not in sql:
             raise
         conn = context["connection"]
         _forget(conn, stale=set(_EXECUTE.findall(sql)) if state == _STALE else set())
@@ -126,6 +126,13 @@ def recover_lost_statements(execute: Any, sql: str, params: Any, many: bool, con
         logger.info("a prepared statement was %s; running the query unprepared",
                     "lost" if state == _LOST else "stale")  # fmt: skip
         return execute(unprepared(sql), params, many, context)
+
+
+def statement_lost(exc: BaseException) -> bool:
+    """Whether `exc` is a prepared statement lost or gone stale: raised inside a transaction
+    (see `recover_lost_statements`); the connection has forgotten its statements by then, so
+    the caller's work, started again, runs them as plain SQL."""
+    return getattr(exc.__cause__, "sqlstate", None) in (_LOST, _STALE)
 
 
 def unprepared(sql: str) -> str:

@@ -28,12 +28,12 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from openhive.core.compiled import raw_rows, to_rows
 from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
-from openhive.core.prepared import prepared
+from openhive.core.prepared import prepared, statement_lost
 from openhive.engine import stopping
 from teams.models import Team
 
@@ -46,14 +46,23 @@ from ..timing import lease_until
 CANDIDATE_WINDOW = 200
 
 
-# The claim reads the head of the queue in index order and stops at CANDIDATE_WINDOW rows. Its
-# plan must not depend on the table's statistics: after a burst of enqueues, until autovacuum
-# analyzes the table, the planner believes a handful of tasks are pending and fetches them all
-# by bitmap to sort them -- every pending task, at every claim (measured: 2-11 ms a claim with
-# 20,000 queued, against 0.2 ms in index order). Set for the claim's own transaction only (the
-# three-trip claim every worker makes); a claim made inside a caller's transaction leaves
-# that transaction's settings alone.
-IN_INDEX_ORDER = "SET LOCAL enable_bitmapscan = off"
+# The claim's settings, for its own transaction only (the three-trip claim every worker
+# makes; a claim made inside a caller's transaction leaves that transaction's alone):
+# - it reads the head of the queue in index order and stops at CANDIDATE_WINDOW rows, and its
+#   plans must not depend on the table's statistics: after a burst of enqueues, until
+#   autovacuum analyzes the table, the planner believes a handful of tasks are pending and
+#   fetches them all by bitmap to sort them -- every pending task, at every claim (measured:
+#   2-11 ms a claim with 20,000 queued, against 0.2 ms in index order);
+# - its statements are prepared on the connection (`prepared`) and planned once, generically:
+#   planning them took longer than running them (0.56 ms against 0.24 ms a claim). A generic
+#   plan lasts until the table's statistics change, so one made on a nearly empty queue read
+#   the whole table once thousands were queued (2.7 ms a claim at 20,000): no seq scan, then;
+# - that setting prices a seq scan it cannot avoid (the teams, read whole when the head of
+#   the queue is full) so high that the server compiled the query: 135 ms. No JIT.
+IN_INDEX_ORDER = (
+    "SET LOCAL enable_bitmapscan = off; SET LOCAL enable_seqscan = off; SET LOCAL jit = off;"
+    " SET LOCAL plan_cache_mode = force_generic_plan"
+)
 
 
 def batch_owner() -> str:
@@ -84,9 +93,7 @@ def _candidate_teams(now: datetime, limit: int, before: str = "") -> list[tuple[
     whose work was queued behind it is not starved until that backlog drains."""
     task_table, team_table, _ = _tables()
     at = connection.ops.adapt_datetimefield_value(now)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""{before}
+    head = prepared(f"""
             SELECT h.team_id, tm.name, {running_and_held("h.team_id")}, h.n
               FROM (SELECT team_id, min(rk) AS best, count(*) AS n
                       FROM (SELECT team_id,
@@ -97,9 +104,9 @@ def _candidate_teams(now: datetime, limit: int, before: str = "") -> list[tuple[
                              LIMIT {CANDIDATE_WINDOW}) head
                      GROUP BY team_id) h
               JOIN {team_table} tm ON tm.id = h.team_id
-             ORDER BY h.best""",
-            [at, at],
-        )
+             ORDER BY h.best""")
+    with connection.cursor() as cursor:
+        cursor.execute(f"{before} {head}" if before else head, [at, at])
         to_rows(cursor)
         rows = cursor.fetchall()
     teams = _with_room([row[:4] for row in rows])
@@ -134,7 +141,15 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
     if limit <= 0:
         return []
     if statements_in_one_query() and not connection.in_atomic_block:
-        return held_since_now(_claim_postgres_in_three_trips(worker=worker, limit=limit))
+        try:
+            claimed = _claim_postgres_in_three_trips(worker=worker, limit=limit)
+        except DatabaseError as exc:
+            if not statement_lost(exc):
+                raise
+            # A pooler's reset or a migration took the prepared statements; the transaction
+            # was rolled back, and the claim, made again, sends them as plain SQL.
+            claimed = _claim_postgres_in_three_trips(worker=worker, limit=limit)
+        return held_since_now(claimed)
     if connection.vendor == "postgresql":
         teams = _candidate_teams(timezone.now(), limit)
         if not teams:
@@ -154,9 +169,15 @@ def _claim_postgres_in_three_trips(*, worker: str, limit: int) -> list[Task]:
     transaction took five (BEGIN and COMMIT each one of their own). The candidates are read
     inside the transaction, as hints still (each statement sees what is committed when it
     starts, and none locks). With no candidate, the empty transaction costs a COMMIT more."""
+    # Before the BEGIN: a statement is prepared only between transactions.
+    statements = (prepared(_lock_statement()), prepared(_pick_statement()))
     with rolled_back_on_error():
         teams = _candidate_teams(timezone.now(), limit, before=f"BEGIN; {IN_INDEX_ORDER};")
-        claimed = _claim_postgres(teams, worker=worker, limit=limit, commit=True) if teams else []
+        claimed = (
+            _claim_postgres(teams, worker=worker, limit=limit, commit=True, statements=statements)
+            if teams
+            else []
+        )
         if not teams:
             send("COMMIT")
         return claimed
@@ -242,22 +263,11 @@ def may_resume(task_table: str) -> str:
     )
 
 
-def _claim_postgres(
-    teams: list[tuple[int, int, int]], *, worker: str, limit: int, commit: bool = False
-) -> list[Task]:
-    """The claimed tasks, read back by the claiming UPDATE itself and given the team rows
-    the lock read: no further query. `commit`: end the transaction (one the caller opened
-    with a BEGIN of its own) in the UPDATE's query."""
-    task_table, team_table, lock_table = _tables()
-    team_ids = [t for t, _c, _f in teams]
-    caps = [c for _t, c, _f in teams]
-    # At most `limit` teams are locked: a worker that wants few tasks leaves the other
-    # teams to the other workers.
-    locked = {
-        team.pk: team
-        for team in raw_rows(
-            Team,
-            f"""
+def _lock_statement() -> str:
+    """Statement 1 under the lock: the candidate teams' rows, at most `limit` of them, each
+    with its cap, skipping those another worker holds."""
+    _, team_table, _ = _tables()
+    return f"""
             SELECT t.*, c.cap AS claim_cap
               FROM {team_table} t
               JOIN unnest(%s::bigint[], %s::int[]) WITH ORDINALITY AS c(team_id, cap, ord)
@@ -265,24 +275,19 @@ def _claim_postgres(
              ORDER BY c.ord
              LIMIT %s
                FOR UPDATE OF t SKIP LOCKED
-            """,
-            [team_ids, caps, limit],
-        )
-    }
-    if not locked:
-        if commit:
-            send("COMMIT")
-        return []
-    # Read once the teams are held: claim times are then in claim order within a team.
-    now = timezone.now()
+            """
+
+
+def _pick_statement() -> str:
+    """Statement 2 under the lock: each held team's best pending tasks up to its free slots,
+    marked running and read back."""
+    task_table, _, lock_table = _tables()
     # The UPDATE finds its picks by key alone. They are pending for sure: each was locked
     # with its status checked on its latest version, and stays locked to the commit. A
     # `status = 'pending'` test there let the planner reach them through a pending index,
     # and, with statistics that thought few tasks were pending, it hashed the picks and read
     # every pending task to find them (13,867 rows, 11 ms a claim, in the queue benchmark).
-    claimed = raw_rows(
-        Task,
-        f"""
+    return f"""
             WITH free AS (
                 SELECT c.team_id,
                        c.cap - (SELECT count(*) FROM {task_table} r
@@ -309,8 +314,37 @@ def _claim_postgres(
                SET status = 'running', lease_owner = %s, lease_expires_at = %s,
                    started_at = %s, attempts = q.attempts + 1
              WHERE q.id = ANY (ARRAY(SELECT id FROM pick))
-            RETURNING q.*, {may_resume("q")}
-            {"; COMMIT" if commit else ""}""",
+            RETURNING q.*, {may_resume("q")}"""
+
+
+def _claim_postgres(
+    teams: list[tuple[int, int, int]],
+    *,
+    worker: str,
+    limit: int,
+    commit: bool = False,
+    statements: tuple[str, str] | None = None,
+) -> list[Task]:
+    """The claimed tasks, read back by the claiming UPDATE itself and given the team rows
+    the lock read: no further query. `commit`: end the transaction (one the caller opened
+    with a BEGIN of its own) in the UPDATE's query. `statements`: the lock's and the pick's
+    text as `prepared` gave them before that BEGIN (a statement is prepared only between
+    transactions)."""
+    lock, pick = statements or (prepared(_lock_statement()), prepared(_pick_statement()))
+    team_ids = [t for t, _c, _f in teams]
+    caps = [c for _t, c, _f in teams]
+    # At most `limit` teams are locked: a worker that wants few tasks leaves the other
+    # teams to the other workers.
+    locked = {team.pk: team for team in raw_rows(Team, lock, [team_ids, caps, limit])}
+    if not locked:
+        if commit:
+            send("COMMIT")
+        return []
+    # Read once the teams are held: claim times are then in claim order within a team.
+    now = timezone.now()
+    claimed = raw_rows(
+        Task,
+        f"{pick}; COMMIT" if commit else pick,
         [
             list(locked),
             [team.claim_cap for team in locked.values()],
