@@ -158,6 +158,24 @@ def test_tasks_claim_start_and_record_through_prepared_statements(
     assert all(t.sessions.count() == 1 for t in Task.objects.all())
 
 
+@on_postgresql
+def test_a_named_claim_whose_statements_a_pooler_reset_took_still_runs_its_task(
+    transactional_db, main_team, scripted_provider
+):
+    """The claim's BEGIN travels with its first EXECUTE, so a lost statement fails the
+    claim's transaction: it is rolled back and the claim made again."""
+    scripted_provider([{"when": {}, "reply": {"content": "done"}}])
+    for number in range(USES_BEFORE_PREPARE + 1):
+        assert run_task(task_enqueue(team=main_team, text=f"job {number}").pk) == "done"
+    task = task_enqueue(team=main_team, text="after the reset")
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    with CaptureQueriesContext(connection) as seen:
+        assert run_task(task.pk) == "done"
+    assert "ROLLBACK" in [q["sql"] for q in seen.captured_queries]
+    assert Task.objects.get(pk=task.pk).attempts == 1
+
+
 @pytest.mark.skipif("connection.vendor == 'postgresql'", reason="SQLite's case")
 def test_sqlite_gets_every_statement_as_written(transactional_db):
     sql = "SELECT 1 WHERE 1 = %s"

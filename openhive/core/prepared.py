@@ -26,16 +26,20 @@ connection, where the statements are not prepared: turn this off there
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 logger = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Runs of a statement on one connection before it is prepared there: a connection that lives
 # for one request does not pay a PREPARE for what it runs once.
@@ -129,10 +133,28 @@ def recover_lost_statements(execute: Any, sql: str, params: Any, many: bool, con
 
 
 def statement_lost(exc: BaseException) -> bool:
-    """Whether `exc` is a prepared statement lost or gone stale: raised inside a transaction
-    (see `recover_lost_statements`); the connection has forgotten its statements by then, so
-    the caller's work, started again, runs them as plain SQL."""
+    """Whether `exc` is a prepared statement lost or gone stale."""
     return getattr(exc.__cause__, "sqlstate", None) in (_LOST, _STALE)
+
+
+def again_if_statements_lost(func: Callable[P, R]) -> Callable[P, R]:
+    """For work that runs a transaction of its own with prepared statements inside it (a
+    claim): when one was lost or stale, the transaction failed and was rolled back, and this
+    connection forgot its statements (`recover_lost_statements`); the work is done once more,
+    its statements prepared anew. Inside a caller's transaction the error goes on up."""
+
+    @functools.wraps(func)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except DatabaseError as exc:
+            if not statement_lost(exc) or transaction.get_connection().in_atomic_block:
+                raise
+            logger.info("a prepared statement was lost inside %s; doing it again unprepared",
+                        func.__qualname__)  # fmt: skip
+            return func(*args, **kwargs)
+
+    return run
 
 
 def unprepared(sql: str) -> str:

@@ -26,7 +26,7 @@ from openhive.core.compiled import raw_rows
 from openhive.core.context import ToolContext
 from openhive.core.db import reconnecting, statements_in_one_query
 from openhive.core.errors import Conflict
-from openhive.core.prepared import prepared
+from openhive.core.prepared import again_if_statements_lost, prepared
 from teams.models import Team
 
 from ..models import OrgOpLock, Task
@@ -195,6 +195,7 @@ class NamedClaim:
 
 
 @reconnecting
+@again_if_statements_lost
 def task_claim_named(*, task_id: int, worker: str) -> NamedClaim:
     """Claim exactly `task_id` for `worker`, as `task_claim_next` does (the team's free slot,
     no org-op), on PostgreSQL in two round trips where reading the task, locking its team and

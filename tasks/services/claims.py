@@ -28,12 +28,12 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from openhive.core.compiled import raw_rows, to_rows
 from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
-from openhive.core.prepared import prepared, statement_lost
+from openhive.core.prepared import again_if_statements_lost, prepared
 from openhive.engine import stopping
 from teams.models import Team
 
@@ -141,15 +141,7 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
     if limit <= 0:
         return []
     if statements_in_one_query() and not connection.in_atomic_block:
-        try:
-            claimed = _claim_postgres_in_three_trips(worker=worker, limit=limit)
-        except DatabaseError as exc:
-            if not statement_lost(exc):
-                raise
-            # A pooler's reset or a migration took the prepared statements; the transaction
-            # was rolled back, and the claim, made again, sends them as plain SQL.
-            claimed = _claim_postgres_in_three_trips(worker=worker, limit=limit)
-        return held_since_now(claimed)
+        return held_since_now(_claim_postgres_in_three_trips(worker=worker, limit=limit))
     if connection.vendor == "postgresql":
         teams = _candidate_teams(timezone.now(), limit)
         if not teams:
@@ -163,6 +155,7 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
     return held_since_now(claimed)
 
 
+@again_if_statements_lost
 def _claim_postgres_in_three_trips(*, worker: str, limit: int) -> list[Task]:
     """The same statements in the same transaction, its BEGIN sent with the candidates'
     query and its COMMIT with the claiming UPDATE: three round trips where Django's
