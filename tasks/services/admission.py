@@ -84,15 +84,20 @@ def _claim_statement(*, exact: bool) -> str:
     """Claim the team's best ready pending task (or exactly the given one) if the team has a
     free slot and no org-op holds it: one UPDATE, returning the claimed row (and whether a
     question of it may wait to be resumed, so `resume_for` need not look). Written by hand:
-    the ORM compiled these queries anew at every claim, which cost more than running them."""
+    the ORM compiled these queries anew at every claim, which cost more than running them.
+
+    The pick is pending for sure (locked with its status checked on its latest version, on
+    PostgreSQL; under the write lock, on SQLite), so the UPDATE finds it by key alone: a
+    `status = 'pending'` test there let a plan made while the queue was nearly empty (a
+    prepared statement's generic plan) reach it through the pending index by its last column,
+    reading every pending task at every claim once thousands were queued."""
     task_table, lock_table = _quoted(Task), _quoted(OrgOpLock)
     skip = " FOR UPDATE SKIP LOCKED" if _is_postgres() else ""
     return f"""
         UPDATE {task_table}
            SET status = 'running', lease_owner = %s, lease_expires_at = %s, started_at = %s,
                attempts = attempts + 1
-         WHERE status = 'pending'
-           AND NOT EXISTS (SELECT 1 FROM {lock_table} o WHERE o.team_id = %s AND o.expires_at > %s)
+         WHERE NOT EXISTS (SELECT 1 FROM {lock_table} o WHERE o.team_id = %s AND o.expires_at > %s)
            AND (SELECT count(*) FROM {task_table} r
                  WHERE r.team_id = %s AND r.status = 'running') < %s
            AND id = (SELECT p.id FROM {task_table} p
