@@ -150,7 +150,7 @@ def again_if_statements_lost(func: Callable[P, R]) -> Callable[P, R]:
         except DatabaseError as exc:
             if not statement_lost(exc) or transaction.get_connection().in_atomic_block:
                 raise
-            logger.info("a prepared statement was lost inside %s; doing it again unprepared",
+            logger.info("a prepared statement was lost inside %s; doing it again, prepared anew",
                         func.__qualname__)  # fmt: skip
             return func(*args, **kwargs)
 
