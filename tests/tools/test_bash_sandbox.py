@@ -93,7 +93,12 @@ def test_no_network_not_even_loopback(call):
 
 def test_a_fork_bomb_is_contained(call):
     result = call("bash", command=":(){ :|:& };: ; sleep 1; echo survived", timeout_seconds=20)
-    assert result["duration_ms"] < 20_000
+    # It ends on its own once the process cap stops its forks, or -- on a loaded machine
+    # (CI runs both databases' suites side by side) -- at its timeout: either way with the
+    # whole sandbox killed at once, not left running past it.
+    assert result["duration_ms"] < 22_000, result
+    if result["duration_ms"] >= 20_000:
+        assert result["code"] == "TIMEOUT", result
     follow_up = call("bash", command="echo still-fine")
     assert follow_up["stdout"] == "still-fine\n"
 
