@@ -2,7 +2,8 @@
 table's statistics (PostgreSQL): the candidates in the order of the pending index, each team's
 best tasks from the team's own pending index, the claimed rows by key. Before, a burst of
 enqueues made every claim fetch and sort every pending task, and claims slowed down as the
-queue grew. A batch of ends, too, finds its tasks by key."""
+queue grew. A batch of ends, too, finds its tasks by key. The claims' prepared statements
+keep to this with the plans they keep, and a claim survives losing them."""
 
 from __future__ import annotations
 
@@ -207,7 +208,8 @@ def test_a_named_claims_generic_plan_finds_the_task_it_claims_by_key_after_a_bur
 
 def test_a_claim_whose_prepared_statements_were_lost_still_claims(teams):
     """A pooler's reset (DISCARD ALL) takes the connection's prepared statements: the claim's
-    transaction fails on the first, is rolled back, and the claim is made again unprepared."""
+    transaction fails on the first, is rolled back, and the claim is made again, its
+    statements prepared anew."""
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's prepared statements")
     Task.objects.bulk_create([Task(team=teams[i % 3], text=f"s{i}") for i in range(9)])
