@@ -3,7 +3,9 @@
 `websockets` library's own asyncio server, no ASGI, no Channels, no database -- answering each
 message with an `ack` and a `response`, in a process of its own on the same cores.
 
-    uv run python benchmarks/chat_floor.py [--sockets 500] [--runs 3]
+    uv run python benchmarks/chat_floor.py [--sockets 500] [--runs 3] [--client-loop uvloop]
+
+The server runs as the web process does: on uvloop, declining compression.
 
 Whatever this prints is what no Python web stack on this machine can beat with this client:
 the web server + Channels (what `serve` runs) adds its own per-message cost on top, and the chat
@@ -40,7 +42,8 @@ async def answer(peer) -> None:
 async def serve(port: int) -> None:
     from websockets.asyncio.server import serve as websocket_server
 
-    async with websocket_server(answer, "127.0.0.1", port, max_queue=None):
+    # Without compression, as the web process declines it (openhive.webserver).
+    async with websocket_server(answer, "127.0.0.1", port, max_queue=None, compression=None):
         await asyncio.Future()
 
 
@@ -65,11 +68,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--messages", type=int, default=2, help="messages per socket")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--client-loop", choices=("asyncio", "uvloop"), default="asyncio")
     args = parser.parse_args()
     if args.serve:
+        import uvloop  # as the web process runs (openhive.webserver)
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
         asyncio.run(serve(args.serve))
         return
     from benchmarks import chat_sockets
+
+    chat_sockets.use_client_loop(args.client_loop)
 
     port = chat_sockets._free_port()
     server = start_server(port)
@@ -77,8 +86,9 @@ def main() -> None:
     users = [(f"ws:user:{number}", "") for number in range(args.sockets)]
     url = f"ws://127.0.0.1:{port}/"
     print(
-        f"bare `websockets` server (no ASGI), {args.sockets} sockets each sending "
-        f"{args.messages} messages, the first all at once; load average {os.getloadavg()[0]:.1f}"
+        f"bare `websockets` server (no ASGI, on uvloop), {args.sockets} sockets each sending "
+        f"{args.messages} messages, the first all at once; client on {args.client_loop}; load "
+        f"average {os.getloadavg()[0]:.1f}"
     )
     try:
         p99s = []
