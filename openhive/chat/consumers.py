@@ -66,19 +66,21 @@ BUSY = {
 ASSERTED_ID = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 
 
-class ChatConsumer(AsyncJsonWebsocketConsumer):
+class DirectDispatch:
+    """Channels' dispatch without its `aclose_old_connections()` before every frame: that is a
+    round trip to the process's one shared sync thread per frame, so a burst of 500 messages
+    queued its frames through that thread one by one (profiled: the largest cost of an ack in
+    a burst). For consumers that touch the database only on the dbpool threads, which check
+    and keep their own connections; the sync thread's connections are not theirs to close."""
+
     async def dispatch(self, message: dict) -> None:
-        """Channels' dispatch without its `aclose_old_connections()` before every frame: that
-        is a round trip to the process's one shared sync thread per frame, so a burst of 500
-        messages queued its frames through that thread one by one (profiled: the largest
-        cost of an ack in a burst). This consumer touches the database only on the dbpool
-        threads, which check and keep their own connections; the sync thread's connections
-        are not its to close."""
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
 
+
+class ChatConsumer(DirectDispatch, AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         sender = await self._identify()
         await self.accept()
