@@ -15,6 +15,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from openhive.core.errors import DomainError, NotFound
+from openhive.core.inlist import any_of
 from openhive.core.rows import insert_statement
 
 from .gate import DENY_RESPOND, Decision, Sender, channel_type_of, trust_evaluate
@@ -222,7 +223,7 @@ def trust_gate_decide_many(senders: list[Sender]) -> list[Decision]:
         try:
             rows = SenderTrust.objects.filter(
                 channel_type__in={s.channel_type for s in senders},
-                sender_id__in={s.sender_id for s in senders},
+                sender_id__in=any_of({s.sender_id for s in senders}),
             ).values_list("channel_type", "sender_id", "channel_id", "trust_level")
             grants = {(t, s, c): level for t, s, c, level in rows}
         except DatabaseError:

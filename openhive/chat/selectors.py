@@ -2,6 +2,7 @@ from django.db.models import Q
 
 from memory.history import MAX_CANDIDATES, HistoryDoc, any_term, capped
 from openhive.core.errors import NotFound
+from openhive.core.inlist import any_of
 from openhive.core.scrubbing import scrub
 from openhive.engine.models import Session, ToolCall
 
@@ -13,10 +14,6 @@ def user_channel_id(user_id: int) -> str:
     return f"ws:user:{user_id}"
 
 
-# SQLite caps the number of query parameters; stay well below every limit.
-IN_CHUNK = 500
-
-
 def outbox_undelivered(*, channel_id: str, limit: int = 100) -> list[OutboxMessage]:
     return list(
         OutboxMessage.objects.filter(channel_id=channel_id, delivered_at__isnull=True)
@@ -26,17 +23,13 @@ def outbox_undelivered(*, channel_id: str, limit: int = 100) -> list[OutboxMessa
 
 
 def outbox_pending_channels(*, channel_ids: list[str]) -> set[str]:
-    """Which of these channels have undelivered outbox rows: one query per 500 channels, so
-    one poller can serve every socket of a process."""
-    found: set[str] = set()
-    for start in range(0, len(channel_ids), IN_CHUNK):
-        chunk = channel_ids[start : start + IN_CHUNK]
-        found.update(
-            OutboxMessage.objects.filter(delivered_at__isnull=True, channel_id__in=chunk)
-            .values_list("channel_id", flat=True)
-            .distinct()
-        )
-    return found
+    """Which of these channels have undelivered outbox rows: one query for them all, so one
+    poller can serve every socket of a process."""
+    return set(
+        OutboxMessage.objects.filter(delivered_at__isnull=True, channel_id__in=any_of(channel_ids))
+        .values_list("channel_id", flat=True)
+        .distinct()
+    )
 
 
 def topic_history(*, topic: Topic, limit: int, before_id: int | None = None) -> list[dict]:
@@ -131,12 +124,11 @@ def _topic_doc(topic: Topic, messages: list[Message]) -> HistoryDoc:
 
 def _last_messages(topic_ids: list[int]) -> dict[int, list[Message]]:
     found: dict[int, list[Message]] = {pk: [] for pk in topic_ids}
-    for start in range(0, len(topic_ids), IN_CHUNK):
-        rows = Message.objects.filter(topic_id__in=topic_ids[start : start + IN_CHUNK])
-        for message in rows.order_by("-id").only("topic_id", "role", "content"):
-            kept = found[message.topic_id]
-            if len(kept) < HISTORY_MESSAGES:
-                kept.append(message)
+    rows = Message.objects.filter(topic_id__in=any_of(topic_ids, of="bigint"))
+    for message in rows.order_by("-id").only("topic_id", "role", "content"):
+        kept = found[message.topic_id]
+        if len(kept) < HISTORY_MESSAGES:
+            kept.append(message)
     return {pk: list(reversed(rows)) for pk, rows in found.items()}
 
 
