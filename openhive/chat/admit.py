@@ -27,7 +27,7 @@ from trust.services import (
     trust_gate_decide_many,
 )
 
-from .dbpool import on_admit_thread
+from .dbpool import on_admit_thread, running_on_admit_thread
 from .models import Message, Topic
 from .services import message_admit_many
 
@@ -127,6 +127,17 @@ def _eager_for_the_write_lock() -> Iterator[None]:
     if connection.vendor != "sqlite":
         yield
         return
+    if running_on_admit_thread():
+        # Its connection writes nothing but admissions: set once, not around every batch.
+        # Each statement hands the GIL back and forth with the event loop, and in a burst
+        # each waited up to the 5 ms switch interval for it (3 of a batch's ~10 statements).
+        connection.ensure_connection()
+        if getattr(connection, "eager_raw_connection", None) is not connection.connection:
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA busy_timeout = 1")
+            connection.eager_raw_connection = connection.connection
+        yield
+        return
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA busy_timeout")
         (previous,) = cursor.fetchone()
@@ -205,6 +216,16 @@ def _admit_many(admissions: list[Admission], *, together: bool) -> list[Inbound 
     return out
 
 
+@dataclass(slots=True)
+class _Waiter:
+    """A turn waiting in `AdmitQueue.settled`: first for the queue to be idle (until
+    `idle_by`), then for it to be calm (until `calm_by`, set when that wait begins)."""
+
+    future: asyncio.Future
+    idle_by: float
+    calm_by: float | None = None
+
+
 class AdmitQueue:
     """The admissions of one event loop's sockets, written in arrival order, together when
     they arrive together."""
@@ -213,12 +234,13 @@ class AdmitQueue:
         self.waiting: list[tuple[Admission, asyncio.Future]] = []
         self.flushing = False
         self.flusher: asyncio.Task | None = None
-        self.idle = asyncio.Event()
-        self.idle.set()
-        # Clear from a burst's last write until admissions have paused for QUIET_SECONDS.
-        self.calm = asyncio.Event()
-        self.calm.set()
+        self.idle = True  # no admission waiting or being written
+        # False from a burst's last write until admissions have paused for QUIET_SECONDS.
+        self.calm = True
         self.quiet: asyncio.TimerHandle | None = None
+        self.waiters: list[_Waiter] = []
+        self.wake: asyncio.TimerHandle | None = None  # at the waiters' next bound
+        self.wake_at = 0.0
 
     async def settled(self) -> None:
         """Returns once no admission is waiting or being written, or after SETTLE_SECONDS.
@@ -232,26 +254,64 @@ class AdmitQueue:
         for QUIET_SECONDS, at most QUIET_WAIT_SECONDS: where a batch is written quickly
         (PostgreSQL), the queue went idle between the burst's arrivals, and the first turns
         took CPU from the later acks (ack p99 ~200 -> ~150 ms at 500 sockets). A lone
-        message's turn does not wait."""
-        if not self.idle.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.idle.wait(), SETTLE_SECONDS)
-        if not self.calm.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.calm.wait(), QUIET_WAIT_SECONDS)
+        message's turn does not wait.
+
+        The queue releases its waiters itself, on its own changes and one timer for their
+        bounds: a burst's 500 turns wait here at once, and a timeout (a timer, a task) per
+        waiter was a tenth of the event loop's work in the burst."""
+        if self.idle and self.calm:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        waiter = _Waiter(
+            loop.create_future(),
+            idle_by=now + SETTLE_SECONDS,
+            calm_by=now + QUIET_WAIT_SECONDS if self.idle else None,
+        )
+        self.waiters.append(waiter)
+        self._wake_by(waiter.calm_by or waiter.idle_by)
+        await waiter.future  # cancelling the turn cancels only its own future
+
+    def _wake_by(self, moment: float) -> None:
+        if self.wake is not None and self.wake_at <= moment:
+            return
+        if self.wake is not None:
+            self.wake.cancel()
+        self.wake, self.wake_at = asyncio.get_running_loop().call_at(moment, self._release), moment
+
+    def _release(self) -> None:
+        """Release the waiters whose wait is over; the timer goes to the next bound."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        kept: list[_Waiter] = []
+        for waiter in self.waiters:
+            if waiter.future.done():
+                continue
+            if waiter.calm_by is None and (self.idle or now >= waiter.idle_by):
+                waiter.calm_by = now + QUIET_WAIT_SECONDS
+            if waiter.calm_by is not None and (self.calm or now >= waiter.calm_by):
+                waiter.future.set_result(None)
+                continue
+            kept.append(waiter)
+        self.waiters = kept
+        if self.wake is not None:
+            self.wake.cancel()
+            self.wake = None
+        if kept:
+            self._wake_by(min(w.idle_by if w.calm_by is None else w.calm_by for w in kept))
 
     async def admit(self, admission: Admission) -> Inbound:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self.waiting.append((admission, future))
         if self.flushing:  # arriving while others are written: a burst
-            self.calm.clear()
+            self.calm = False
         else:
             self.flushing = True
             if self.quiet is not None:  # admissions go on: the burst is not over
                 self.quiet.cancel()
                 self.quiet = None
-            self.idle.clear()
+            self.idle = False
             self.flusher = loop.create_task(self._flush())
         return await future
 
@@ -276,15 +336,19 @@ class AdmitQueue:
                         future.set_result(result)
         finally:
             self.flushing = False
-            self.idle.set()
+            self.idle = True
             if largest > 1:
-                self.calm.clear()
-            if not self.calm.is_set():  # calm once admissions have paused
+                self.calm = False
+            if not self.calm:  # calm once admissions have paused
                 self.quiet = asyncio.get_running_loop().call_later(QUIET_SECONDS, self._calmed)
+            if self.waiters:
+                self._release()
 
     def _calmed(self) -> None:
         self.quiet = None
-        self.calm.set()
+        self.calm = True
+        if self.waiters:
+            self._release()
 
 
 _queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AdmitQueue] = (

@@ -22,7 +22,8 @@ from openhive.core.db import keep_connection_if_sound, reconnecting
 _DB_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chat-db")
 # Admissions (gate + store, before the ack) have a thread of their own: batched writes one at a
 # time, never queued behind an outbox delivery or a topic list.
-_ADMIT_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-admit")
+ADMIT_THREAD = "chat-admit"
+_ADMIT_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix=ADMIT_THREAD)
 _TURN_POOL = ThreadPoolExecutor(
     max_workers=settings.OPENHIVE["CHAT_TURN_THREADS"], thread_name_prefix="chat-turn"
 )
@@ -64,6 +65,10 @@ def on_admit_thread(func: Callable[..., Any]) -> SyncToAsync:
 @functools.lru_cache(maxsize=256)
 def on_turn_thread(func: Callable[..., Any]) -> SyncToAsync:
     return SyncToAsync(func, thread_sensitive=False, executor=_TURN_POOL)
+
+
+def running_on_admit_thread() -> bool:
+    return threading.current_thread().name.startswith(ADMIT_THREAD)
 
 
 def close_db_connections() -> None:

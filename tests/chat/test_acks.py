@@ -147,20 +147,43 @@ async def test_turns_wait_for_the_admissions_in_progress_and_no_longer_than_the_
     monkeypatch,
 ):
     """A burst's acks go out before the turns it started: a turn waits while admissions are
-    being written, starts at once when none are, and never waits past SETTLE_SECONDS."""
+    being written, starts at once when none are, and never waits past SETTLE_SECONDS. A turn
+    cancelled while it waits (its socket closed) leaves the others waiting as before."""
     from openhive.chat import admit
 
+    release = asyncio.Event()
+
+    async def written(batch: list) -> list:
+        await release.wait()  # the write, until the test lets it finish
+        return [None] * len(batch)
+
+    monkeypatch.setattr(admit, "on_admit_thread", lambda _fn: written)
     queue = admit.AdmitQueue()
     await asyncio.wait_for(queue.settled(), 0.1)  # idle: no wait at all
-    queue.idle.clear()  # as while a batch is being written
+
+    being_written = asyncio.ensure_future(queue.admit(object()))
+    await asyncio.sleep(0)
     waiter = asyncio.ensure_future(queue.settled())
+    gone = asyncio.ensure_future(queue.settled())
+    await asyncio.sleep(0.02)
+    assert not waiter.done() and not gone.done()
+    gone.cancel()
     await asyncio.sleep(0)
     assert not waiter.done()
-    queue.idle.set()
+    release.set()
     await asyncio.wait_for(waiter, 1)
+    await being_written
+    assert gone.cancelled()
+
     monkeypatch.setattr(admit, "SETTLE_SECONDS", 0.01)
-    queue.idle.clear()
+    release.clear()
+    stuck = asyncio.ensure_future(queue.admit(object()))
+    await asyncio.sleep(0)
     await asyncio.wait_for(queue.settled(), 1)  # the bound, not the admissions, ends it
+    assert not stuck.done()
+    release.set()
+    await stuck
+    assert queue.waiters == [] and queue.wake is None  # nothing left behind
 
 
 async def test_a_bursts_turns_wait_for_admissions_to_pause_and_a_lone_messages_do_not(

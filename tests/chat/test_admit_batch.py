@@ -236,3 +236,40 @@ def test_a_chat_database_thread_whose_connection_was_cut_reconnects_for_its_next
             assert [t.name for t in topics(channel_id="ws:user:1")] == ["kept"]
     finally:
         dbpool.close_db_connections()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("policy", "close_db_connections")
+async def test_the_admit_thread_sets_its_eager_lock_wait_once_and_others_keep_their_own():
+    """On SQLite an admission asks for the write lock every millisecond. The admit thread's
+    connection writes nothing else, so it is set once, not around every batch (each statement
+    of a batch waited for the GIL in a burst); any other caller's wait is restored after."""
+    from django.db import connection
+
+    from openhive.chat.dbpool import on_admit_thread
+
+    if connection.vendor != "sqlite":
+        pytest.skip("the write-lock wait is SQLite's")
+
+    def admit_once() -> tuple[list[str], int]:
+        sent: list[str] = []
+
+        def record(execute, sql, params, many, context):
+            sent.append(sql)
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(record):
+            (inbound,) = chat_receive_many([Admission(Sender("ws:user:1", "alice"), "hi")])
+        assert isinstance(inbound, Inbound)
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA busy_timeout")
+            (patience,) = cursor.fetchone()
+        return [s for s in sent if "busy_timeout" in s], patience
+
+    first, patience = await on_admit_thread(admit_once)()
+    assert first == ["PRAGMA busy_timeout = 1"] and patience == 1
+    again, patience = await on_admit_thread(admit_once)()
+    assert again == [] and patience == 1
+    elsewhere, patience = await sync_to_async(admit_once, thread_sensitive=False)()
+    assert len(elsewhere) == 3 and patience > 1  # read, set to 1, set back
+    assert await Message.objects.filter(content="hi").acount() == 3
