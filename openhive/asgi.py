@@ -7,12 +7,12 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
 django_http = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from openhive.chat.origin import SameOriginValidator  # noqa: E402
 from openhive.chat.routing import websocket_urlpatterns  # noqa: E402
+from openhive.chat.session import socket_auth_stack  # noqa: E402
 from openhive.core.accesslog import AccessLog  # noqa: E402
 from openhive.core.heap import freeze_long_lived  # noqa: E402
 from openhive.core.urlchecks import check_url_configuration  # noqa: E402
@@ -28,7 +28,7 @@ application = AccessLog(
     ProtocolTypeRouter(
         {
             "http": ASGIStaticFilesHandler(django_http),
-            "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            "websocket": SameOriginValidator(socket_auth_stack(URLRouter(websocket_urlpatterns))),
         }
     )
 )
