@@ -5,7 +5,8 @@ same row measured in the same run.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/x uv run python benchmarks/chat_admission.py
 
 The admit thread runs the trust gate and writes the message with its audit row
-(`openhive.chat.admit`). Two figures:
+(`openhive.chat.admit`), under the same trust policy as benchmarks/chat_sockets.py. Two
+figures (BENCH_PROFILE=<file> writes a cProfile of the batches):
   - a lone message, handed to the admit thread as the socket does: its latency (p50, p90);
   - a batch of 200 (a burst): wall and CPU time per message.
 The baseline is one INSERT of one message row on the same connection, in autocommit: the least
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import os
 import statistics
 import time
 
@@ -31,7 +34,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=400)
     args = parser.parse_args()
 
-    with throwaway_django("openhive-admission-") as (_data, vendor):
+    with throwaway_django("openhive-admission-") as (data, vendor):
         from django.db import connection
 
         from openhive.chat import selectors
@@ -42,6 +45,13 @@ def main() -> None:
         from openhive.core.rows import insert_statement
         from trust.gate import Sender
 
+        # The gate runs its full order, as in benchmarks/chat_sockets.py: no denylist hit, no
+        # stored grant (one read for the batch), no allowlist hit, the channel's policy.
+        config = data / "config"
+        config.mkdir(parents=True, exist_ok=True)
+        (config / "channels.yaml").write_text(
+            "trust:\n  default_policy: deny\n  channels:\n    ws: {policy: allow}\n"
+        )
         lone = [Admission(Sender("ws:user:1", "alice"), "hello")]
         burst = [Admission(Sender(f"ws:user:{n}", f"user{n}"), f"hello {n}") for n in range(200)]
         on_thread = on_admit_thread(chat_receive_many)
@@ -79,9 +89,15 @@ def main() -> None:
             batches = max(10, args.rounds // 20)
             for _ in range(5):
                 chat_receive_many(burst)
+            profile = cProfile.Profile() if os.environ.get("BENCH_PROFILE") else None
             cpu, wall = time.process_time(), time.perf_counter()
+            if profile:
+                profile.enable()
             for _ in range(batches):
                 chat_receive_many(burst)
+            if profile:
+                profile.disable()
+                profile.dump_stats(os.environ["BENCH_PROFILE"])
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         finally:
             close_db_connections()

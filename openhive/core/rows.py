@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connection, models, transaction
@@ -30,6 +30,7 @@ from openhive.core.reads import Read, answers_from, run_reads
 _PLAIN_FIELDS = (models.CharField, models.TextField, models.IntegerField, models.BooleanField,
                  models.ForeignKey)  # fmt: skip
 _PLAIN_VALUES = frozenset({str, int, bool, type(None)})
+M = TypeVar("M", bound=models.Model)
 
 
 @functools.cache
@@ -58,6 +59,9 @@ def insert_statement(
     conn = transaction.get_connection()
     ops = conn.ops
     params: list = []
+    # Rows written together often share one moment (a batch's created_at): adapted once.
+    moment: object = None
+    adapted: object = None
     for row in rows:
         for field, kind in fields:
             value = row[field.attname] if field.attname in row else _default(field)
@@ -67,7 +71,9 @@ def insert_statement(
                 # What the field's own preparation ends in for plain data.
                 params.append(ops.adapt_json_value(value, None))
             elif kind == "moment" and type(value) is datetime and value.tzinfo is not None:
-                params.append(ops.adapt_datetimefield_value(value))
+                if value is not moment:
+                    moment, adapted = value, ops.adapt_datetimefield_value(value)
+                params.append(adapted)
             else:
                 params.append(field.get_db_prep_save(value, conn))
     return head + ", ".join([row_sql] * len(rows)) + tail, params
@@ -239,7 +245,48 @@ def insert_instances(
     meta = instances[0]._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key]
     rows = [{f.attname: f.pre_save(instance, True) for f in fields} for instance in instances]
-    sql, params = insert_statement(type(instances[0]), rows, returning=meta.pk.column)
+    keys, answers = _insert_rows(type(instances[0]), rows, after=after, then=then)
+    alias = transaction.get_connection().alias
+    for instance, key in zip(instances, keys, strict=True):
+        instance.pk = key
+        instance._state.adding = False
+        instance._state.db = alias
+    return answers
+
+
+def insert_new(
+    model: type[M], rows: list[dict], *, after: tuple[str, list] | None = None
+) -> list[M]:
+    """`insert_instances` for rows given as dicts of field attnames: the stored instances come
+    back, built as the ORM builds loaded rows (`Model.from_db`, every value by position). A
+    field a row leaves out gets its default, and an auto_now(_add) timestamp one moment for
+    all the rows. For a chat burst's 200 messages, constructing instances field by field and
+    reading their values back took over a third of the batch."""
+    if not rows:
+        return []
+    fields = model._meta.concrete_fields
+    missing = {
+        f.attname: _default(f) for f in fields if not f.primary_key and f.attname not in rows[0]
+    }
+    complete = [{**missing, **row} for row in rows] if missing else rows
+    keys, _ = _insert_rows(model, complete, after=after, then=())
+    alias = transaction.get_connection().alias
+    names = [f.attname for f in fields]
+    return [
+        model.from_db(alias, names, [key if f.primary_key else row[f.attname] for f in fields])
+        for row, key in zip(complete, keys, strict=True)
+    ]
+
+
+def _insert_rows(
+    model: type[models.Model],
+    rows: list[dict],
+    *,
+    after: tuple[str, list] | None,
+    then: Sequence[Read],
+) -> tuple[list[Any], list[Any]]:
+    """The rows' new keys, in the rows' order, and the answers of `then`."""
+    sql, params = insert_statement(model, rows, returning=model._meta.pk.column)
     conn = transaction.get_connection()
     if after is not None:
         sql, params = f"{after[0]}; {sql}", [*after[1], *params]
@@ -256,8 +303,4 @@ def insert_instances(
         if then:
             cursor.nextset()
             answers = answers_from(cursor, list(then))
-    for instance, key in zip(instances, keys, strict=True):
-        instance.pk = key
-        instance._state.adding = False
-        instance._state.db = conn.alias
-    return answers
+    return keys, answers

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from openhive.core.rows import insert_instances
+from openhive.core.rows import insert_new
 from openhive.core.scrubbing import scrub
 
 from ..models import Message, Topic
@@ -62,20 +62,22 @@ def message_admit_many(
     admissions: list[dict], *, after: tuple[str, list] | None = None
 ) -> list[Message]:
     """`message_admit` for many messages in one insert (each dict holds its arguments), built by
-    `insert_instances`: through bulk_create, a chat burst's rows cost the web process a third
-    of each ack. `after`: a statement sent first in the same query (`insert_instances`)."""
-    messages = [
-        Message(
-            topic=None,
-            channel_id=a["channel_id"],
-            sender_id=a["sender_id"],
-            sender_asserted=a["sender_asserted"],
-            role=Message.Role.USER,
-            content=scrub(a["content"]),
-            trust_decision=a["trust_decision"],
-            trust_reason=a["trust_reason"],
-        )
-        for a in admissions
-    ]
-    insert_instances(messages, after=after)
-    return messages
+    `insert_new`: through bulk_create, a chat burst's rows cost the web process a third of each
+    ack. `after`: a statement sent first in the same query (`insert_new`)."""
+    return insert_new(
+        Message,
+        [
+            {
+                "topic_id": None,
+                "channel_id": a["channel_id"],
+                "sender_id": a["sender_id"],
+                "sender_asserted": a["sender_asserted"],
+                "role": Message.Role.USER,
+                "content": scrub(a["content"]),
+                "trust_decision": a["trust_decision"],
+                "trust_reason": a["trust_reason"],
+            }
+            for a in admissions
+        ],
+        after=after,
+    )
