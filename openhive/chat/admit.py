@@ -241,6 +241,7 @@ class AdmitQueue:
         self.waiters: list[_Waiter] = []
         self.wake: asyncio.TimerHandle | None = None  # at the waiters' next bound
         self.wake_at = 0.0
+        self.arrived = float("-inf")  # the last admission's arrival (loop time)
 
     async def settled(self) -> None:
         """Returns once no admission is waiting or being written, or after SETTLE_SECONDS.
@@ -250,7 +251,8 @@ class AdmitQueue:
         at once, the first acked messages' turns made the rest of the burst wait longer for
         their acks. Turns wait here first, so a burst's acks go out before the turns they
         start; the bound keeps a steady stream of admissions from holding turns back long.
-        After a burst (admissions written together) turns also wait for admissions to pause
+        After a burst (admissions written together, or arriving within QUIET_SECONDS of each
+        other) turns also wait for admissions to pause
         for QUIET_SECONDS, at most QUIET_WAIT_SECONDS: where a batch is written quickly
         (PostgreSQL), the queue went idle between the burst's arrivals, and the first turns
         took CPU from the later acks (ack p99 ~200 -> ~150 ms at 500 sockets). A lone
@@ -304,9 +306,14 @@ class AdmitQueue:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self.waiting.append((admission, future))
-        if self.flushing:  # arriving while others are written: a burst
+        now = loop.time()
+        # Arriving while others are written, or soon after the last arrival, is a burst. Where
+        # a lone message's write ended before the next one arrived, the first messages of a
+        # burst each counted as lone, and their turns took CPU from the rest of the acks.
+        if self.flushing or now - self.arrived < QUIET_SECONDS:
             self.calm = False
-        else:
+        self.arrived = now
+        if not self.flushing:
             self.flushing = True
             if self.quiet is not None:  # admissions go on: the burst is not over
                 self.quiet.cancel()

@@ -191,7 +191,8 @@ async def test_a_bursts_turns_wait_for_admissions_to_pause_and_a_lone_messages_d
 ):
     """Where a batch is written quickly, the queue goes idle between a burst's arrivals: the
     burst's turns wait until admissions pause for QUIET_SECONDS (at most QUIET_WAIT_SECONDS),
-    so the later acks are not slowed by the first turns."""
+    so the later acks are not slowed by the first turns. A message arriving within
+    QUIET_SECONDS of the last one starts a burst, even if that one was already written."""
     import time
 
     from openhive.chat import admit
@@ -212,6 +213,14 @@ async def test_a_bursts_turns_wait_for_admissions_to_pause_and_a_lone_messages_d
     await queue.settled()
     assert time.monotonic() - started >= 0.09  # waited for the pause after the burst
     await asyncio.wait_for(queue.settled(), 0.05)  # and once calm, no more
+
+    await asyncio.sleep(0.15)  # admissions paused
+    await queue.admit(object())  # lone again: its turn goes at once
+    await asyncio.wait_for(queue.settled(), 0.05)
+    await queue.admit(object())  # the next, soon after, though the first was written: a burst
+    started = time.monotonic()
+    await queue.settled()
+    assert time.monotonic() - started >= 0.09
 
     monkeypatch.setattr(admit, "QUIET_WAIT_SECONDS", 0.05)
     await asyncio.gather(*(queue.admit(object()) for _ in range(3)))
