@@ -29,7 +29,9 @@ class Host:
         self.sock = sock
         self.header = HEADER
         self.write_lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="chat-turn")
+        self.pool = ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="chat-turn", initializer=_leave_stops_to_main
+        )
 
     def send(self, call_id: int, kind: str, value: Any) -> None:
         try:
@@ -93,6 +95,10 @@ class Host:
             os._exit(0)  # nobody to answer to
 
 
+# The signals a stop sends (Ctrl-C, service managers): the host exits at once on either.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def _stop(signum: int, _frame: object) -> None:
     """A stop of the server reaches the web process and this host together. Exit at once and
     quietly, as SIGTERM's default would, and on Ctrl-C too: not with a KeyboardInterrupt
@@ -101,7 +107,16 @@ def _stop(signum: int, _frame: object) -> None:
     os._exit(128 + signum)
 
 
+def _leave_stops_to_main() -> None:
+    """The kernel hands a stop signal to any thread that does not block it. Taken by another
+    thread, it only set Python's flag, and the main thread, blocked reading the web process's
+    socket, did not run `_stop` until the next call arrived (30 s in a loaded CI run)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
 def main() -> None:
+    # Threads started while the host sets up inherit this mask; the main thread lifts it below.
+    _leave_stops_to_main()
     fd = int(sys.argv[1])
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -116,10 +131,10 @@ def main() -> None:
     from django.conf import settings
 
     from . import turn  # noqa: F401  (import the turn path before the first call needs it)
-    from .turnpool import STOP_SIGNALS
 
     for stop in STOP_SIGNALS:
         signal.signal(stop, _stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     sock = socket.socket(fileno=fd)
     Host(sock, settings.OPENHIVE["CHAT_TURN_THREADS"]).run()
     # Turns still running have no one to answer to.

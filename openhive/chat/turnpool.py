@@ -24,7 +24,6 @@ import itertools
 import logging
 import os
 import pickle
-import signal
 import socket
 import struct
 import sys
@@ -40,6 +39,7 @@ from .dbpool import on_turn_thread
 from .models import Message
 from .topics import Routed
 from .turn import Inbound, TurnResult, chat_turn, route_inbound
+from .turnhost import STOP_SIGNALS
 
 logger = logging.getLogger(__name__)
 
@@ -236,10 +236,6 @@ async def _report_exit(process: asyncio.subprocess.Process | None) -> None:
     elif code != 0:
         why = "it has not exited" if code is None else f"exit status {code}"
         logger.warning("lost contact with the chat turn host (%s); a new one starts on demand", why)
-
-
-# The signals a stop sends (Ctrl-C, service managers): the turn host exits at once on either.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 _executors: dict[asyncio.AbstractEventLoop, ThreadTurns | ProcessTurns] = {}

@@ -122,6 +122,24 @@ async def test_a_stop_signal_ends_the_turn_host_quietly_and_is_not_reported_as_l
     assert "KeyboardInterrupt" not in capfd.readouterr().err
 
 
+async def test_only_the_turn_hosts_main_thread_takes_stop_signals(turn_host):
+    """The kernel hands a process's signal to any thread not blocking it; one taken by a turn
+    thread left the main thread blocked on its socket, and the host outlived the stop."""
+    from pathlib import Path
+
+    await asyncio.wait_for(turn_host.call("ping", {}), 120)
+    stops = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    blocked = {}
+    for task in Path(f"/proc/{turn_host.pid}/task").iterdir():
+        status = (task / "status").read_text()
+        line = next(x for x in status.splitlines() if x.startswith("SigBlk:"))
+        blocked[int(task.name)] = int(line.split()[1], 16) & stops
+    assert len(blocked) > 1  # turn threads (and any a library started) besides the main one
+    main = blocked.pop(turn_host.pid)
+    assert main == 0
+    assert set(blocked.values()) == {stops}
+
+
 async def test_a_turn_host_that_dies_otherwise_is_reported_as_lost(turn_host, caplog):
     await asyncio.wait_for(turn_host.call("ping", {}), 120)
     with caplog.at_level("INFO", logger="openhive.chat.turnpool"):
