@@ -79,7 +79,7 @@ def chat_turn(main_team, content: str) -> str:
         source_channel=CHANNEL,
         actor="user:alice",
     )
-    message_rescrub(message_id=inbound.pk)
+    message_rescrub(message=inbound)
     assert outcome.ok, outcome.error
     message_record(topic=topic, sender_id="main", role="assistant", content=outcome.content)
     return outcome.content

@@ -125,7 +125,7 @@ def chat_turn(
         # The reply's text reaches the socket as it is produced (delta events).
         stream=on_event is not None,
     )
-    message_rescrub(message_id=message.pk)
+    message_rescrub(message=message)
     opened = outcome.effects.get(TOPIC_OPENED)
     new_topic = topic_get(topic_id=opened) if opened else None
     if new_topic is not None:

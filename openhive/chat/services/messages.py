@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django.db import connection
 from django.utils import timezone
 
+from openhive.core.db import statements_in_one_query
 from openhive.core.rows import insert_new
 from openhive.core.scrubbing import scrub
 
@@ -36,26 +38,50 @@ def message_admit(
 def message_record(
     *, topic: Topic, sender_id: str, role: str, content: str, in_reply_to: Message | None = None
 ) -> Message:
+    """Store a message of `topic` and mark the topic active. On PostgreSQL both go in one query
+    (one round trip and one commit, where each took its own: a chat turn's answer is sent once
+    it is stored)."""
+    now = timezone.now()
     # Activity only: whether the topic is active is routing's business (the cap of five).
-    Topic.objects.filter(pk=topic.pk).update(last_activity_at=timezone.now())
-    return Message.objects.create(
-        topic=topic,
-        channel_id=topic.channel_id,
-        sender_id=sender_id,
-        role=role,
-        content=scrub(content),
-        in_reply_to=in_reply_to,
+    if not statements_in_one_query():
+        Topic.objects.filter(pk=topic.pk).update(last_activity_at=now)
+        return Message.objects.create(
+            topic=topic,
+            channel_id=topic.channel_id,
+            sender_id=sender_id,
+            role=role,
+            content=scrub(content),
+            in_reply_to=in_reply_to,
+        )
+    table = connection.ops.quote_name(Topic._meta.db_table)
+    (message,) = insert_new(
+        Message,
+        [
+            {
+                "topic_id": topic.pk,
+                "channel_id": topic.channel_id,
+                "sender_id": sender_id,
+                "role": role,
+                "content": scrub(content),
+                "in_reply_to_id": in_reply_to.pk if in_reply_to is not None else None,
+                "created_at": now,
+            }
+        ],
+        after=(f"UPDATE {table} SET last_activity_at = %s WHERE id = %s", [now, topic.pk]),
     )
+    return message
 
 
-def message_rescrub(*, message_id: int) -> None:
+def message_rescrub(*, message: Message) -> None:
     """Re-scrub a stored message once a turn has revealed new secrets (e.g. credentials that
-    were typed into the very message that handed them over)."""
-    message = Message.objects.filter(pk=message_id).first()
-    if message is not None:
-        cleaned = scrub(message.content)
-        if cleaned != message.content:
-            Message.objects.filter(pk=message_id).update(content=cleaned)
+    were typed into the very message that handed them over). `message` holds the text as it
+    was stored: it is scrubbed again here and written only if that changed it (and only over
+    that same text), so a turn that revealed nothing costs no query."""
+    stored = message.content
+    cleaned = scrub(stored)
+    if cleaned != stored:
+        Message.objects.filter(pk=message.pk, content=stored).update(content=cleaned)
+        message.content = cleaned
 
 
 def message_admit_many(
