@@ -43,17 +43,12 @@ def message_record(
     it is stored)."""
     now = timezone.now()
     # Activity only: whether the topic is active is routing's business (the cap of five).
-    if not statements_in_one_query():
+    touch: tuple[str, list] | None = None
+    if statements_in_one_query():  # sent ahead of the INSERT, in its query
+        table = connection.ops.quote_name(Topic._meta.db_table)
+        touch = (f"UPDATE {table} SET last_activity_at = %s WHERE id = %s", [now, topic.pk])
+    else:
         Topic.objects.filter(pk=topic.pk).update(last_activity_at=now)
-        return Message.objects.create(
-            topic=topic,
-            channel_id=topic.channel_id,
-            sender_id=sender_id,
-            role=role,
-            content=scrub(content),
-            in_reply_to=in_reply_to,
-        )
-    table = connection.ops.quote_name(Topic._meta.db_table)
     (message,) = insert_new(
         Message,
         [
@@ -67,7 +62,7 @@ def message_record(
                 "created_at": now,
             }
         ],
-        after=(f"UPDATE {table} SET last_activity_at = %s WHERE id = %s", [now, topic.pk]),
+        after=touch,
     )
     return message
 
