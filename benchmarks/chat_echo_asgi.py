@@ -5,6 +5,7 @@ on this machine at this moment."""
 
 from __future__ import annotations
 
+import collections
 import gc
 import json
 import os
@@ -39,23 +40,25 @@ async def application(scope: dict, receive: Any, send: Any) -> None:
     return await openhive_application(scope, receive, send)
 
 
-class FullCollections:
-    """BENCH_GC_LOG=<file>: the count and the longest pause of this process's full
-    collections, rewritten after each one for the benchmark to print."""
+class Collections:
+    """BENCH_GC_LOG=<file>: this process's garbage collections, each as [wall-clock start,
+    generation, pause in ms] (the last 20,000), rewritten after each full collection and at
+    most twice a second otherwise, for the benchmark to sum over a window of its own."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.count, self.longest, self.started = path, 0, 0.0, 0.0
+        self.path, self.started, self.at, self.written = path, 0.0, 0.0, 0.0
+        self.seen: collections.deque[list] = collections.deque(maxlen=20_000)
 
     def __call__(self, phase: str, info: dict) -> None:
-        if info["generation"] != 2:
-            return
+        now = time.perf_counter()
         if phase == "start":
-            self.started = time.perf_counter()
+            self.started, self.at = now, time.time()
             return
-        self.count += 1
-        self.longest = max(self.longest, (time.perf_counter() - self.started) * 1000)
-        self.path.write_text(json.dumps({"count": self.count, "longest_ms": self.longest}))
+        self.seen.append([self.at, info["generation"], (now - self.started) * 1000])
+        if info["generation"] == 2 or now - self.written >= 0.5:
+            self.written = now
+            self.path.write_text(json.dumps(list(self.seen)))
 
 
 if os.environ.get("BENCH_GC_LOG"):
-    gc.callbacks.append(FullCollections(Path(os.environ["BENCH_GC_LOG"])))
+    gc.callbacks.append(Collections(Path(os.environ["BENCH_GC_LOG"])))

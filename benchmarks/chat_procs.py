@@ -144,14 +144,37 @@ def start_web(data_dir: Path, port: int) -> subprocess.Popen:
     raise SystemExit("the web server did not start")
 
 
-def full_collections(path: Path) -> str:
-    """The web process's full garbage collections over the whole run (chat_echo_asgi.py)."""
+def collections_seen(path: Path) -> list[tuple[float, int, float]]:
+    """The web process's garbage collections so far (chat_echo_asgi.py): (wall-clock start,
+    generation, pause in ms) each."""
     try:
-        seen = json.loads(path.read_text())
+        return [tuple(c) for c in json.loads(path.read_text())]
     except (OSError, ValueError):
-        return "web process full collections: none recorded"
+        return []
+
+
+def collections_within(path: Path, start: float, end: float) -> str:
+    """The web process's collections that began between two wall-clock moments: each pauses
+    every ack pending meanwhile."""
+    inside = [c for c in collections_seen(path) if start <= c[0] <= end]
+    young = [ms for _at, generation, ms in inside if generation < 2]
+    full = [ms for _at, generation, ms in inside if generation == 2]
     return (
-        f"web process full collections: {seen['count']}, longest {seen['longest_ms']:.1f} ms "
+        f"{len(young)} young or middle ({sum(young):.1f} ms), {len(full)} full ({sum(full):.1f} ms)"
+    )
+
+
+def full_collections(path: Path) -> str:
+    """The web process's garbage collections over the whole run (chat_echo_asgi.py)."""
+    seen = collections_seen(path)
+    if not seen:
+        return "web process collections: none recorded"
+    full = [ms for _at, generation, ms in seen if generation == 2]
+    young = [ms for _at, generation, ms in seen if generation < 2]
+    return (
+        f"web process full collections: {len(full)}, longest {max(full, default=0):.1f} ms "
         f"(each delays every ack pending meanwhile; openhive.core.heap keeps the objects "
-        f"loaded at start-up out of them)"
+        f"loaded at start-up out of them); young and middle: {len(young)}, longest "
+        f"{max(young, default=0):.1f} ms, {sum(young):.1f} ms in all (counted to the last "
+        "half second)"
     )

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.chat_procs import (  # noqa: E402
     burst_spread,
+    collections_within,
     full_collections,
     memory,
     pct,
@@ -148,8 +149,11 @@ class Client:
             await self.ws.send(json.dumps({"type": "message", "content": f"message {i}"}))
             at, _ = await self.wait_for("ack")
             acks.append((at - sent) * 1000)
+            if i == 0:
+                ACKED.setdefault("first", []).append((at - sent) * 1000)
             if len(acks) == ACKED.get("of"):  # the first round's last ack
                 ACKED["cpu"] = server_cpu(SERVER_PID)
+                ACKED["at"] = time.time()
             await self.answers(before + 1)
 
     async def paced(self, count: int, mean_gap: float, acks: list[float], rng) -> None:
@@ -225,8 +229,8 @@ async def run_level(
     # 2) burst: every socket sends at once, next message after its answer
     acks: list[float] = []
     cpu0 = server_cpu(SERVER_PID)
-    ACKED.update(of=len(clients), cpu=None)
-    t0 = time.perf_counter()
+    ACKED.update(of=len(clients), cpu=None, first=[])
+    t0, began = time.perf_counter(), time.time()
     await asyncio.gather(*(c.chat(messages, acks) for c in clients))
     chat_s = time.perf_counter() - t0
     acked = {k: (v - cpu0.get(k, 0)) * 1000 / len(clients) for k, v in ACKED["cpu"].items()}
@@ -247,6 +251,8 @@ async def run_level(
         "fanout_per_s": len(clients) / fan_s,
         "cpu_ms": cpu,
         "acked_cpu_ms": acked,
+        "first_p99": pct(ACKED["first"], 99),
+        "first_round": (began, ACKED["at"]),
     }
 
 
@@ -375,6 +381,11 @@ def main() -> None:
                 print(
                     f"{'':>12} burst CPU per message until the last first-round ack: {acked}; "
                     f"until all answered: {cpu}"
+                )
+                print(
+                    f"{'':>12} first round (every socket's first message): ack p99 "
+                    f"{r['first_p99']:.1f} ms; the web process's collections meanwhile: "
+                    f"{collections_within(data_dir / 'gc.json', *r['first_round'])}"
                 )
             if n >= 500:
                 for label, key in (("paced", "paced_p99"), ("burst", "ack_p99")):

@@ -107,3 +107,21 @@ def system_check():
     yield register
     for check in made:
         checks.registry.registry.registered_checks.discard(check)
+
+
+@pytest.fixture
+def collections_unpaused():
+    """No collection pause left over from an earlier test (a chat burst's lasts up to a
+    second), and automatic collection on, before and after the test."""
+    import gc
+
+    from openhive.core import heap
+
+    def reset() -> None:
+        for pause in list(heap._pauses):
+            pause.end()
+        gc.enable()
+
+    reset()
+    yield
+    reset()

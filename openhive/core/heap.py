@@ -1,4 +1,4 @@
-"""Keeping a process's long-lived objects out of the cyclic garbage collector's full passes.
+"""Keeping the cyclic garbage collector's pauses out of the web process's acks.
 
 A full (generation 2) collection visits every object the collector tracks. A process that has
 loaded Django, its apps and litellm tracks about 390,000 objects that live as long as it does
@@ -6,13 +6,64 @@ loaded Django, its apps and litellm tracks about 390,000 objects that live as lo
 process during a 500-socket burst, four times in a two-second run, and every ack pending
 meanwhile waited: the burst's slowest acks were those pauses. `gc.freeze()` moves the objects
 alive now to a permanent generation that collections skip; reference counting still frees
-them, and what the process creates later is collected as before."""
+them, and what the process creates later is collected as before.
+
+Young collections paused a burst's acks too. CPython runs one every 700 new container
+objects, and a burst of 500 chat messages keeps its sockets' frames, futures and messages
+alive: each collection walked them and moved them on, and the middle generation's, after ten
+young ones, walked them again. 13 young or middle collections (21-25 ms in all) fell inside a
+burst's first round of acks (benchmarks/chat_sockets.py prints them). `pause_collections`
+turns automatic collection off while a burst is acked (openhive.chat.admit); what the burst
+left behind is collected at the first allocation after. Collecting less often instead (a young
+threshold of 50,000) made each pause longer: middle collections of 90-250 ms."""
 
 from __future__ import annotations
 
 import gc
+import threading
 
 
 def freeze_long_lived() -> None:
     """Call once the process has loaded what it keeps: after start-up, after a big import."""
     gc.freeze()
+
+
+class CollectionPause:
+    """Automatic collections off from `pause_collections` until `end()` or until `seconds`
+    have passed, whichever comes first. The bound is a timer thread, not the caller's event
+    loop: a caller that never ends its pause (its loop closed first) cannot leave the process
+    without collections."""
+
+    def __init__(self, seconds: float) -> None:
+        self._timer = threading.Timer(seconds, self.end)
+        self._timer.daemon = True
+        self.ended = False
+
+    def end(self) -> None:
+        with _pause_lock:
+            if self.ended:
+                return
+            self.ended = True
+            _pauses.discard(self)
+            if not _pauses and _enabled_before:
+                gc.enable()
+        self._timer.cancel()
+
+
+_pause_lock = threading.Lock()
+_pauses: set[CollectionPause] = set()
+_enabled_before = True
+
+
+def pause_collections(seconds: float) -> CollectionPause:
+    """Turn automatic collection off (process-wide) for at most `seconds`; pauses overlap,
+    and collection comes back on when the last ends, unless it was off before the first."""
+    global _enabled_before
+    pause = CollectionPause(seconds)
+    with _pause_lock:
+        if not _pauses:
+            _enabled_before = gc.isenabled()
+        _pauses.add(pause)
+        gc.disable()  # even if something turned it on during another pause
+    pause._timer.start()
+    return pause

@@ -247,6 +247,56 @@ async def test_a_bursts_turns_wait_for_admissions_to_pause_and_a_lone_messages_d
     assert time.monotonic() - started < 0.09
 
 
+@pytest.mark.usefixtures("collections_unpaused")
+async def test_a_burst_is_acked_without_automatic_collections_which_resume_once_it_is_calm(
+    monkeypatch,
+):
+    """A young collection every 700 new objects paused a 500-message burst's acks 13 times:
+    collection is off while a burst is written and acked, on again once admissions pause, and
+    never off for a lone message or for longer than COLLECTION_PAUSE_SECONDS."""
+    import gc
+
+    from openhive.chat import admit
+
+    on_during_writes: list[bool] = []
+
+    async def written(batch: list) -> list:
+        on_during_writes.append(gc.isenabled())
+        await asyncio.sleep(0.005)
+        return [None] * len(batch)
+
+    monkeypatch.setattr(admit, "on_admit_thread", lambda _fn: written)
+    monkeypatch.setattr(admit, "QUIET_SECONDS", 0.05)
+    queue = admit.AdmitQueue()
+
+    await queue.admit(object())  # a lone message
+    assert on_during_writes == [True] and queue.collection_pause is None
+
+    await asyncio.sleep(0.1)
+    await asyncio.gather(*(queue.admit(object()) for _ in range(3)))  # a burst
+    assert on_during_writes[-1] is False  # its batch was written with collection off
+    assert gc.isenabled() is False  # and it stays off until admissions pause
+    await queue.settled()
+    assert gc.isenabled() is True and queue.collection_pause is None
+
+    monkeypatch.setattr(admit, "COLLECTION_PAUSE_SECONDS", 0.05)
+    stream = [asyncio.ensure_future(queue.admit(object()))]
+    deadline = asyncio.get_running_loop().time() + 5
+    while asyncio.get_running_loop().time() < deadline:  # never pausing for QUIET_SECONDS
+        await asyncio.sleep(0.01)
+        stream.append(asyncio.ensure_future(queue.admit(object())))
+        if len(stream) > 3 and gc.isenabled():
+            break
+    pause = queue.collection_pause
+    assert gc.isenabled() is True and pause is not None and pause.ended  # it ran out
+    assert queue.calm is False
+    for _ in range(3):  # and the same stream does not take another
+        await asyncio.sleep(0.01)
+        stream.append(asyncio.ensure_future(queue.admit(object())))
+        assert gc.isenabled() is True and queue.collection_pause is pause
+    await asyncio.gather(*stream)
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("close_db_connections")
 async def test_a_chat_frame_does_not_queue_through_the_shared_sync_thread(
