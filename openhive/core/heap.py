@@ -11,8 +11,8 @@ them, and what the process creates later is collected as before.
 Young collections paused a burst's acks too. CPython runs one every 700 new container
 objects, and a burst of 500 chat messages keeps its sockets' frames, futures and messages
 alive: each collection walked them and moved them on, and the middle generation's, after ten
-young ones, walked them again. 13 young or middle collections (21-25 ms in all) fell inside a
-burst's first round of acks (benchmarks/chat_sockets.py prints them). `pause_collections`
+young ones, walked them again. 13-15 young or middle collections (17-25 ms in all) fell inside
+a burst's first round of acks (benchmarks/chat_sockets.py prints them). `pause_collections`
 turns automatic collection off while a burst is acked (openhive.chat.admit); what the burst
 left behind is collected at the first allocation after. Collecting less often instead (a young
 threshold of 50,000) made each pause longer: middle collections of 90-250 ms."""
