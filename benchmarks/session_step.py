@@ -10,7 +10,8 @@ session of each (the order turning from round to round), and rounds go on for ab
 at each K (at least --rounds). Three ways to run it beside the baseline:
   - bare: `litellm.completion` in a loop, the tool called in-process (the baseline);
   - chat: the engine's session as a chat turn of the team (kind chat, events to a sink);
-  - task: a queued task, claimed and run by `run_task` as a django-q2 worker does;
+  - task: a queued task, claimed and run by `run_task` as a django-q2 worker does (told the
+    task's team, as the dispatcher tells it);
   - pull: a queued task, claimed and run by `run_next_task` as `manage.py openhive worker` does.
 Goals (issue 19): every mode <= 1.5x the bare loop; flat in history: per step at K = 200
 <= 1.3x per step at K = 10 (each mode's line also divides its growth by the bare loop's, whose
@@ -136,7 +137,7 @@ def task(steps: int, team) -> tuple[float, tuple[float, int]]:
 
     started, mark = time.perf_counter(), _db_mark()
     queued = task_enqueue(team=team, text="go")
-    run_task(queued.pk)
+    run_task(queued.pk, team.pk, team.name)  # as the dispatcher hands it out
     elapsed, db = time.perf_counter() - started, _db_since(mark)
     status = Task.objects.values_list("status", flat=True).get(pk=queued.pk)
     assert status == Task.Status.DONE, status

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from openhive.core.jobs import registered_jobs
 from openhive.engine.services import engine_lead, engine_resign
-from tasks.selectors import dispatched_unclaimed_count, tasks_admissible, tasks_running_count
+from tasks.selectors import dispatched_unclaimed_count, tasks_running_count, tasks_to_hand_out
 from tasks.services import (
     task_mark_dispatched,
     tasks_recover_on_startup,
@@ -30,22 +30,27 @@ from tasks.services import (
 logger = logging.getLogger(__name__)
 
 
-def default_enqueue(task_id: int) -> None:
+def hand_to_django_q(task_id: int, team_id: int, team_name: str) -> None:
+    """A task for django-q2's workers, with its team: the worker claims it in one round trip
+    on PostgreSQL (`tasks.runner.run_task`)."""
     from django_q.tasks import async_task
 
-    async_task("tasks.runner.run_task", task_id, task_name=f"openhive-task-{task_id}")
+    async_task(
+        "tasks.runner.run_task", task_id, team_id, team_name, task_name=f"openhive-task-{task_id}"
+    )
 
 
 class EngineLoop:
     def __init__(
         self,
         *,
-        enqueue: Callable[[int], None] = default_enqueue,
+        enqueue: Callable[[int], None] | None = None,
         clock: Callable[[], datetime] = timezone.now,
         slots: int | None = None,
         dispatching: bool = True,
     ) -> None:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # None: each task goes to django-q2 with its team (`hand_to_django_q`).
         self.enqueue = enqueue
         self.clock = clock
         # Hand out no more tasks than workers can start, so a later critical task is not
@@ -88,9 +93,12 @@ class EngineLoop:
         if free <= 0:
             return 0
         sent = 0
-        for task_id in tasks_admissible(now=now, limit=free):
+        for task_id, team_id, team_name in tasks_to_hand_out(now=now, limit=free):
             if task_mark_dispatched(task_id=task_id, now=now):
-                self.enqueue(task_id)
+                if self.enqueue is None:
+                    hand_to_django_q(task_id, team_id, team_name)
+                else:
+                    self.enqueue(task_id)
                 sent += 1
         return sent
 

@@ -53,14 +53,17 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
-def run_task(task_id: int) -> str:
+def run_task(task_id: int, team_id: int | None = None, team_name: str = "") -> str:
     """Returns a short word for django-q2's own record; the real result is on the task row.
     The dispatcher hands out tasks in priority order and within each team's free slots; the
-    claim checks the cap and the org-op mutex again, as other processes may have claimed."""
+    claim checks the cap and the org-op mutex again, as other processes may have claimed.
+    `team_id` and `team_name`: the task's team as the dispatcher read it (a claim in one round
+    trip on PostgreSQL); a task handed out without them is claimed all the same."""
     keep_connection_if_sound()
     worker = worker_id()
     if named_claims_in_two_trips():
-        return _run_named(task_id, worker)
+        team = (team_id, team_name) if team_id is not None and team_name else None
+        return _run_named(task_id, worker, team)
     row = task_to_claim(task_id=task_id)
     if row is None or row[2] != Task.Status.PENDING:
         return "not-claimed"
@@ -78,11 +81,11 @@ def run_task(task_id: int) -> str:
     return run_claimed(task, worker)
 
 
-def _run_named(task_id: int, worker: str) -> str:
+def _run_named(task_id: int, worker: str, team: tuple[int, str] | None) -> str:
     """`run_task` on PostgreSQL: the claim reads the task with its team's lock
     (`task_claim_named`), and its span, begun when the claim did, is made once the task's
     trace carrier is read."""
-    claim = task_claim_named(task_id=task_id, worker=worker)
+    claim = task_claim_named(task_id=task_id, worker=worker, team=team)
     if not claim.found:
         return "not-claimed"
     with tracing.queue_claim_span(

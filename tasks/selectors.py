@@ -226,11 +226,16 @@ def running_and_held(team_id: str) -> str:
 
 
 def team_room(*, now: datetime) -> list[tuple[int, int]]:
-    """(team id, free slots) of each team with ready work not handed out yet, the team whose
-    best such task is most urgent first: its cap less its running tasks and those handed out
-    but not yet claimed; 0 under an org-op. One query that reads each team's head, running
-    and handed-out tasks, never the whole queue (with 20,000 queued the tick spent ~50 ms
-    reading it)."""
+    """(team id, free slots): `_team_room_named` without the names."""
+    return [(pk, free) for pk, _name, free in _team_room_named(now)]
+
+
+def _team_room_named(now: datetime) -> list[tuple[int, str, int]]:
+    """(team id, team name, free slots) of each team with ready work not handed out yet, the
+    team whose best such task is most urgent first: its cap less its running tasks and those
+    handed out but not yet claimed; 0 under an org-op. One query that reads each team's head,
+    running and handed-out tasks, never the whole queue (with 20,000 queued the tick spent
+    ~50 ms reading it)."""
     task_table = connection.ops.quote_name(Task._meta.db_table)
     team_table = connection.ops.quote_name(Team._meta.db_table)
     at = connection.ops.adapt_datetimefield_value(now)
@@ -248,7 +253,7 @@ def team_room(*, now: datetime) -> list[tuple[int, int]]:
         )
         rows = cursor.fetchall()
     return [
-        (pk, 0 if held else max(0, team_cap(name) - running - handed))
+        (pk, name, 0 if held else max(0, team_cap(name) - running - handed))
         for pk, name, running, held, handed in rows
     ]
 
@@ -256,9 +261,21 @@ def team_room(*, now: datetime) -> list[tuple[int, int]]:
 def tasks_admissible(*, now: datetime, limit: int) -> list[int]:
     """Pending, not recently handed out, in strict priority then FIFO order, at most as many
     per team as it has free slots."""
-    return most_urgent_of_teams(
-        team_room(now=now), now=now, limit=limit, cutoff=redispatch_cutoff(now)
+    return [task_id for task_id, _team_id, _name in tasks_to_hand_out(now=now, limit=limit)]
+
+
+def tasks_to_hand_out(*, now: datetime, limit: int) -> list[tuple[int, int, str]]:
+    """`tasks_admissible`, each with its team's id and name: a worker told them claims the
+    task in one round trip (`task_claim_named`)."""
+    rooms = _team_room_named(now)
+    names = {pk: name for pk, name, _free in rooms}
+    picked = _most_urgent_with_teams(
+        [(pk, free) for pk, _name, free in rooms],
+        now=now,
+        limit=limit,
+        cutoff=redispatch_cutoff(now),
     )
+    return [(task_id, team_id, names[team_id]) for task_id, team_id in picked]
 
 
 def most_urgent_of_teams(
@@ -268,6 +285,14 @@ def most_urgent_of_teams(
     id, free slots), the team whose best task is most urgent first), at most a team's free
     slots of each, in one query: each team's read in order from its pending index and cut
     there. `cutoff`: leave out tasks handed out since."""
+    picked = _most_urgent_with_teams(room, now=now, limit=limit, cutoff=cutoff)
+    return [task_id for task_id, _team_id in picked]
+
+
+def _most_urgent_with_teams(
+    room: list[tuple[int, int]], *, now: datetime, limit: int, cutoff: datetime | None
+) -> list[tuple[int, int]]:
+    """`most_urgent_of_teams` as (task id, team id)."""
     # Those tasks belong to at most `limit` teams: the first ones with room (each one's best
     # task is admissible, so it ranks before any task of a later team).
     room = [(team_id, min(free, limit)) for team_id, free in room if free > 0][:limit]
@@ -276,14 +301,17 @@ def most_urgent_of_teams(
     at = connection.ops.adapt_datetimefield_value(now)
     extra = [connection.ops.adapt_datetimefield_value(cutoff)] if cutoff else []
     head = _ready_head("%s", "%s", undispatched=cutoff is not None)
-    heads = " UNION ALL ".join(f"SELECT * FROM ({head}) AS h{n}" for n in range(len(room)))
+    # Each head is one team's: its place in `room` says which.
+    heads = " UNION ALL ".join(
+        f"SELECT h{n}.*, {n} AS room FROM ({head}) AS h{n}" for n in range(len(room))
+    )
     params = [value for team_id, free in room for value in (team_id, at, *extra, free)]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id FROM ({heads}) AS heads ORDER BY priority, created_at, id LIMIT %s",
+            f"SELECT id, room FROM ({heads}) AS heads ORDER BY priority, created_at, id LIMIT %s",
             [*params, limit],
         )
-        return [task_id for (task_id,) in cursor.fetchall()]
+        return [(task_id, room[place][0]) for task_id, place in cursor.fetchall()]
 
 
 def in_flight_tasks(*, team: Team) -> list[dict]:

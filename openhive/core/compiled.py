@@ -71,8 +71,14 @@ def raw_rows(model: type[Model], sql: str, params: list | tuple) -> list:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         to_rows(cursor)
-        found = cursor.fetchall()
-        columns = column_names(cursor) if found else []
+        return rows_here(model, cursor)
+
+
+def rows_here(model: type[Model], cursor: Any) -> list:
+    """The current result's rows as instances of `model`, as `raw_rows` makes them (for a
+    query of several statements whose results are read one after another)."""
+    found = cursor.fetchall()
+    columns = column_names(cursor) if found else []
     return instances(model, columns, found)
 
 

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from openhive.core.compiled import raw_rows
+from openhive.core.compiled import raw_rows, rows_here, to_rows
 from openhive.core.context import ToolContext
 from openhive.core.db import reconnecting, statements_in_one_query
 from openhive.core.errors import Conflict
@@ -201,32 +201,71 @@ class NamedClaim:
 
 @reconnecting
 @again_if_statements_lost
-def task_claim_named(*, task_id: int, worker: str) -> NamedClaim:
+def task_claim_named(
+    *, task_id: int, worker: str, team: tuple[int, str] | None = None
+) -> NamedClaim:
     """Claim exactly `task_id` for `worker`, as `task_claim_next` does (the team's free slot,
     no org-op), on PostgreSQL in two round trips where reading the task, locking its team and
     claiming took three: the task's team, status and options are read by the statement that
-    locks the team, sent with the BEGIN; the claiming UPDATE goes with the COMMIT."""
+    locks the team, sent with the BEGIN; the claiming UPDATE goes with the COMMIT.
+
+    `team`: the task's team (id, name) as the dispatcher read it. Its cap is then known
+    before the lock, and the lock, the UPDATE and the COMMIT travel in one round trip. The
+    UPDATE is still a statement of its own after the lock's: PostgreSQL gives each statement
+    of a query its own snapshot, taken when it starts, so it sees every claim committed before
+    the lock was granted. A task whose team is not that one is claimed the two-trip way."""
     started_ns = time.time_ns()
-    task_table, team_table = _quoted(Task), _quoted(Team)
     # Before the BEGIN: a statement is prepared only between transactions.
     statement = prepared(_claim_statement(exact=True))
-    lock = prepared(
-        f"SELECT tm.*, t.status AS claim_status, t.options AS claim_options"
-        f" FROM {task_table} t JOIN {team_table} tm ON tm.id = t.team_id"
-        f" WHERE t.id = %s FOR UPDATE OF tm"
-    )
+    lock = prepared(_named_lock_statement())
+    if team is not None:
+        claim = _claim_named_in_one_trip(task_id, worker, team, lock, statement, started_ns)
+        if claim is not None:
+            return claim
     with rolled_back_on_error():
         found = raw_rows(Team, f"BEGIN; {lock}", [task_id])
         if not found or found[0].claim_status != Task.Status.PENDING:
             send("COMMIT")
             return NamedClaim(None, False, started_ns=started_ns)
-        team = found[0]
-        options = Task._meta.get_field("options").from_db_value(
-            team.claim_options, None, connection
-        )
-        options = options if isinstance(options, dict) else {}
-        params = _claim_params(team.pk, worker, team_cap(team.name), task_id)
+        team_row = found[0]
+        params = _claim_params(team_row.pk, worker, team_cap(team_row.name), task_id)
         claimed = raw_rows(Task, f"{statement}; COMMIT", params)
+    return _named(team_row, claimed, started_ns)
+
+
+def _named_lock_statement() -> str:
+    """The task's team locked, read with the task's status and options."""
+    return (
+        f"SELECT tm.*, t.status AS claim_status, t.options AS claim_options"
+        f" FROM {_quoted(Task)} t JOIN {_quoted(Team)} tm ON tm.id = t.team_id"
+        f" WHERE t.id = %s FOR UPDATE OF tm"
+    )
+
+
+def _claim_named_in_one_trip(
+    task_id: int, worker: str, team: tuple[int, str], lock: str, statement: str, started_ns: int
+) -> NamedClaim | None:
+    """None when the task's team is not `team` (nothing was claimed then). The claim time is
+    read before the lock is granted: two claims racing for one team may write theirs in the
+    other order, by at most the wait for the lock."""
+    team_id, team_name = team
+    params = [task_id, *_claim_params(team_id, worker, team_cap(team_name), task_id)]
+    with rolled_back_on_error(), connection.cursor() as cursor:
+        cursor.execute(f"BEGIN; {lock}; {statement}; COMMIT", params)
+        to_rows(cursor)  # past the BEGIN
+        found = rows_here(Team, cursor)
+        cursor.nextset()
+        claimed = rows_here(Task, cursor)
+    if not found or found[0].claim_status != Task.Status.PENDING:
+        return NamedClaim(None, False, started_ns=started_ns)
+    if found[0].pk != team_id:  # the UPDATE looked in that team only
+        return None
+    return _named(found[0], claimed, started_ns)
+
+
+def _named(team: Team, claimed: list[Task], started_ns: int) -> NamedClaim:
+    options = Task._meta.get_field("options").from_db_value(team.claim_options, None, connection)
+    options = options if isinstance(options, dict) else {}
     return NamedClaim(_held(claimed, team), True, team.name, options, started_ns)
 
 

@@ -141,3 +141,16 @@ def test_a_loop_beside_pull_workers_leads_and_runs_its_jobs_but_hands_out_nothin
     assert loop.leading and stats["dispatched"] == 0 and sent == []
     task.refresh_from_db()
     assert task.status == Task.Status.PENDING and task.dispatched_at is None
+
+
+def test_a_task_handed_to_django_q_carries_its_teams_id_and_name(clock, monkeypatch):
+    import django_q.tasks
+
+    handed: list[tuple] = []
+    monkeypatch.setattr(
+        django_q.tasks, "async_task", lambda func, *args, **kwargs: handed.append((func, *args))
+    )
+    team = TeamFactory()
+    task = TaskFactory(team=team)
+    EngineLoop(clock=clock, slots=10).tick()
+    assert handed == [("tasks.runner.run_task", task.pk, team.pk, team.name)]

@@ -1,5 +1,6 @@
 """A pull worker's claim in three round trips on PostgreSQL and a named task's in two (run_task's
-reading the task with its team's lock), and what
+reading the task with its team's lock), or one when the dispatcher named the task's team, and
+what
 a claim proves saves queries of the task's start: the task is held (the session's first cancel
 check, when it comes within CANCEL_FRESH_SECONDS and no stop was asked since, is the claim's),
 and whether it has a question to resume (on both databases, and for one named task's claim as
@@ -242,3 +243,109 @@ def test_run_task_of_a_full_team_hands_the_task_out_again(teams, postgres_only):
     assert run_task(task.pk) == "not-admitted"
     assert _idle() and committed_status(task.pk) == "pending"
     assert Task.objects.get(pk=task.pk).dispatched_at is None  # handed out again
+
+
+# --- a task handed out with its team: the claim in one round trip ---------------------------
+
+
+def test_run_task_told_its_team_claims_it_in_one_round_trip_and_runs_it(
+    teams, scripted_provider, postgres_only
+):
+    scripted_provider(ANSWER)
+    task = task_enqueue(team=teams[0], text="go")
+    with CaptureQueriesContext(connection) as captured:
+        assert run_task(task.pk, teams[0].pk, teams[0].name) == "done"
+    sqls = [q["sql"].strip() for q in as_written(captured.captured_queries)]
+    # The BEGIN, the team's lock, the claiming UPDATE and the COMMIT: one query (was two).
+    assert sqls[0].startswith("BEGIN; SELECT tm.*") and "FOR UPDATE OF tm" in sqls[0]
+    assert "UPDATE" in sqls[0] and sqls[0].endswith("; COMMIT")
+    assert not any(sql.startswith("UPDATE") and sql.endswith("; COMMIT") for sql in sqls[1:])
+    assert committed_status(task.pk) == "done" and _idle()
+    assert Task.objects.get(pk=task.pk).attempts == 1
+
+
+def test_a_one_trip_claim_says_what_it_read_of_the_task(teams, postgres_only):
+    from tasks.services.admission import task_claim_named
+
+    task = task_enqueue(team=teams[0], text="go", options={"trace": {"traceparent": "x"}})
+    claim = task_claim_named(task_id=task.pk, worker="w1", team=(teams[0].pk, teams[0].name))
+    assert claim.found and claim.team_name == teams[0].name
+    assert claim.options["trace"] == {"traceparent": "x"}
+    assert (claim.task.pk, claim.task.team, claim.task.lease_owner) == (task.pk, teams[0], "w1")
+    assert claim.task.held_since[1] == stopping.generation() and _idle()
+
+
+def test_a_task_handed_out_with_another_teams_id_is_claimed_with_its_own_team(
+    teams, postgres_only
+):
+    from tasks.services.admission import task_claim_named
+
+    task = task_enqueue(team=teams[0], text="go")
+    with CaptureQueriesContext(connection) as captured:
+        claim = task_claim_named(task_id=task.pk, worker="w1", team=(teams[1].pk, teams[1].name))
+    # The one-trip claim found nothing in that team; the usual two trips claimed it.
+    assert len(captured.captured_queries) == 3
+    assert (claim.task.pk, claim.task.team, claim.team_name) == (task.pk, teams[0], "ops")
+    assert committed_status(task.pk) == "running" and _idle()
+
+
+@pytest.mark.parametrize("state", ["missing", "running", "cancelled"])
+def test_run_task_told_its_team_claims_nothing_of_a_task_not_pending(
+    teams, postgres_only, state
+):
+    task = task_enqueue(team=teams[0], text="go")
+    if state == "running":
+        Task.objects.filter(pk=task.pk).update(status="running", lease_owner="other")
+    elif state == "cancelled":
+        task_cancel(task_id=task.pk)
+    task_id = task.pk + (1000 if state == "missing" else 0)
+    assert run_task(task_id, teams[0].pk, teams[0].name) == "not-claimed"
+    assert _idle() and committed_status(task.pk) == ("pending" if state == "missing" else state)
+    assert Task.objects.get(pk=task.pk).lease_owner == ("other" if state == "running" else "")
+
+
+def test_run_task_told_its_team_keeps_to_the_teams_cap(teams, postgres_only):
+    from django.utils import timezone
+
+    from tasks.selectors import DEFAULT_CAP
+
+    for n in range(DEFAULT_CAP):
+        running = task_enqueue(team=teams[0], text=f"busy {n}")
+        Task.objects.filter(pk=running.pk).update(status="running", lease_owner="other")
+    task = task_enqueue(team=teams[0], text="go")
+    Task.objects.filter(pk=task.pk).update(dispatched_at=timezone.now())
+    assert run_task(task.pk, teams[0].pk, teams[0].name) == "not-admitted"
+    assert _idle() and committed_status(task.pk) == "pending"
+    assert Task.objects.get(pk=task.pk).dispatched_at is None  # handed out again
+
+
+def test_one_trip_claims_racing_for_one_team_never_pass_its_cap(teams, postgres_only):
+    """The UPDATE after the lock, in the same query, sees the claims committed before the lock
+    was granted: however the workers interleave, the team runs at most its cap."""
+    import threading
+
+    from tasks.selectors import DEFAULT_CAP
+    from tasks.services.admission import task_claim_named
+
+    tasks = [task_enqueue(team=teams[0], text=f"t{n}") for n in range(DEFAULT_CAP * 4)]
+    start = threading.Barrier(len(tasks))
+    claimed: list[int] = []
+
+    def claim(task: Task) -> None:
+        try:
+            start.wait(timeout=10)
+            got = task_claim_named(
+                task_id=task.pk, worker=f"w{task.pk}", team=(teams[0].pk, teams[0].name)
+            )
+            if got.task is not None:
+                claimed.append(got.task.pk)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim, args=(task,)) for task in tasks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(claimed) == DEFAULT_CAP
+    assert Task.objects.filter(team=teams[0], status="running").count() == DEFAULT_CAP
