@@ -275,9 +275,7 @@ def test_a_one_trip_claim_says_what_it_read_of_the_task(teams, postgres_only):
     assert claim.task.held_since[1] == stopping.generation() and _idle()
 
 
-def test_a_task_handed_out_with_another_teams_id_is_claimed_with_its_own_team(
-    teams, postgres_only
-):
+def test_a_task_handed_out_with_another_teams_id_is_claimed_with_its_own_team(teams, postgres_only):
     from tasks.services.admission import task_claim_named
 
     task = task_enqueue(team=teams[0], text="go")
@@ -290,9 +288,7 @@ def test_a_task_handed_out_with_another_teams_id_is_claimed_with_its_own_team(
 
 
 @pytest.mark.parametrize("state", ["missing", "running", "cancelled"])
-def test_run_task_told_its_team_claims_nothing_of_a_task_not_pending(
-    teams, postgres_only, state
-):
+def test_run_task_told_its_team_claims_nothing_of_a_task_not_pending(teams, postgres_only, state):
     task = task_enqueue(team=teams[0], text="go")
     if state == "running":
         Task.objects.filter(pk=task.pk).update(status="running", lease_owner="other")
