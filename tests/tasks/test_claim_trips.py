@@ -252,21 +252,29 @@ def test_run_task_reads_its_task_with_the_teams_lock_two_round_trips_in_all(
     assert committed_status(task.pk) == "done" and _idle()
 
 
+def _handed_out(teams: list, told_team: bool) -> tuple:
+    """run_task's arguments beside the task's id: its team, when the dispatcher told it."""
+    return (teams[0].pk, teams[0].name) if told_team else ()
+
+
+@pytest.mark.parametrize("told_team", [False, True])
 @pytest.mark.parametrize("state", ["missing", "running", "cancelled"])
 def test_run_task_of_a_task_not_pending_claims_nothing_and_holds_no_lock(
-    teams, postgres_only, state
+    teams, postgres_only, state, told_team
 ):
     task = task_enqueue(team=teams[0], text="go")
     if state == "running":
         Task.objects.filter(pk=task.pk).update(status="running", lease_owner="other")
     elif state == "cancelled":
         task_cancel(task_id=task.pk)
-    assert run_task(task.pk + (1000 if state == "missing" else 0)) == "not-claimed"
+    task_id = task.pk + (1000 if state == "missing" else 0)
+    assert run_task(task_id, *_handed_out(teams, told_team)) == "not-claimed"
     assert _idle() and committed_status(task.pk) == ("pending" if state == "missing" else state)
     assert Task.objects.get(pk=task.pk).lease_owner == ("other" if state == "running" else "")
 
 
-def test_run_task_of_a_full_team_hands_the_task_out_again(teams, postgres_only):
+@pytest.mark.parametrize("told_team", [False, True])
+def test_run_task_of_a_full_team_hands_the_task_out_again(teams, postgres_only, told_team):
     from django.utils import timezone
 
     from tasks.selectors import DEFAULT_CAP
@@ -276,7 +284,7 @@ def test_run_task_of_a_full_team_hands_the_task_out_again(teams, postgres_only):
         Task.objects.filter(pk=running.pk).update(status="running", lease_owner="other")
     task = task_enqueue(team=teams[0], text="go")
     Task.objects.filter(pk=task.pk).update(dispatched_at=timezone.now())
-    assert run_task(task.pk) == "not-admitted"
+    assert run_task(task.pk, *_handed_out(teams, told_team)) == "not-admitted"
     assert _idle() and committed_status(task.pk) == "pending"
     assert Task.objects.get(pk=task.pk).dispatched_at is None  # handed out again
 
@@ -321,34 +329,6 @@ def test_a_task_handed_out_with_another_teams_id_is_claimed_with_its_own_team(te
     assert len(captured.captured_queries) == 3
     assert (claim.task.pk, claim.task.team, claim.team_name) == (task.pk, teams[0], "ops")
     assert committed_status(task.pk) == "running" and _idle()
-
-
-@pytest.mark.parametrize("state", ["missing", "running", "cancelled"])
-def test_run_task_told_its_team_claims_nothing_of_a_task_not_pending(teams, postgres_only, state):
-    task = task_enqueue(team=teams[0], text="go")
-    if state == "running":
-        Task.objects.filter(pk=task.pk).update(status="running", lease_owner="other")
-    elif state == "cancelled":
-        task_cancel(task_id=task.pk)
-    task_id = task.pk + (1000 if state == "missing" else 0)
-    assert run_task(task_id, teams[0].pk, teams[0].name) == "not-claimed"
-    assert _idle() and committed_status(task.pk) == ("pending" if state == "missing" else state)
-    assert Task.objects.get(pk=task.pk).lease_owner == ("other" if state == "running" else "")
-
-
-def test_run_task_told_its_team_keeps_to_the_teams_cap(teams, postgres_only):
-    from django.utils import timezone
-
-    from tasks.selectors import DEFAULT_CAP
-
-    for n in range(DEFAULT_CAP):
-        running = task_enqueue(team=teams[0], text=f"busy {n}")
-        Task.objects.filter(pk=running.pk).update(status="running", lease_owner="other")
-    task = task_enqueue(team=teams[0], text="go")
-    Task.objects.filter(pk=task.pk).update(dispatched_at=timezone.now())
-    assert run_task(task.pk, teams[0].pk, teams[0].name) == "not-admitted"
-    assert _idle() and committed_status(task.pk) == "pending"
-    assert Task.objects.get(pk=task.pk).dispatched_at is None  # handed out again
 
 
 def test_one_trip_claims_racing_for_one_team_never_pass_its_cap(teams, postgres_only):
