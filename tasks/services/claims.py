@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from openhive.core.compiled import raw_rows, rows_here, to_rows
+from openhive.core.compiled import raw_rows, to_rows
 from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
 from openhive.core.prepared import again_if_statements_lost, prepared
 from openhive.engine import stopping
@@ -141,7 +141,7 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
     if limit <= 0:
         return []
     if statements_in_one_query() and not connection.in_atomic_block:
-        return held_since_now(_claim_postgres_in_two_trips(worker=worker, limit=limit))
+        return held_since_now(_claim_postgres_in_three_trips(worker=worker, limit=limit))
     if connection.vendor == "postgresql":
         teams = _candidate_teams(timezone.now(), limit)
         if not teams:
@@ -156,13 +156,12 @@ def task_claim_batch(*, worker: str, limit: int) -> list[Task]:
 
 
 @again_if_statements_lost
-def _claim_postgres_in_two_trips(*, worker: str, limit: int) -> list[Task]:
+def _claim_postgres_in_three_trips(*, worker: str, limit: int) -> list[Task]:
     """The same statements in the same transaction, its BEGIN sent with the candidates'
-    query and the teams' lock, the claiming UPDATE and the COMMIT in one query: two round
-    trips where Django's transaction took five (BEGIN and COMMIT each one of their own, the
-    lock and the UPDATE one each). The candidates are read inside the transaction, as hints
-    still (each statement sees what is committed when it starts, and none locks). With no
-    candidate, the empty transaction costs a COMMIT more."""
+    query and its COMMIT with the claiming UPDATE: three round trips where Django's
+    transaction took five (BEGIN and COMMIT each one of their own). The candidates are read
+    inside the transaction, as hints still (each statement sees what is committed when it
+    starts, and none locks). With no candidate, the empty transaction costs a COMMIT more."""
     # Before the BEGIN: a statement is prepared only between transactions.
     statements = (prepared(_lock_statement()), prepared(_pick_statement()))
     with rolled_back_on_error():
@@ -257,37 +256,24 @@ def may_resume(task_table: str) -> str:
     )
 
 
-# The teams (id and cap) the lock statement holds, for the pick statement after it: a setting
-# of the claim's transaction, so that both statements travel in one query, the pick needing
-# nothing the lock's answer says. Unset (or '') when the lock held none.
-HELD_TEAMS = "openhive.claim_teams"
-
-
 def _lock_statement() -> str:
     """Statement 1 under the lock: the candidate teams' rows, at most `limit` of them, each
-    with its cap, skipping those another worker holds; it notes those it holds in HELD_TEAMS
-    (the window aggregate runs once the rows, and so their locks, are all taken)."""
+    with its cap, skipping those another worker holds."""
     _, team_table, _ = _tables()
     return f"""
-            SELECT l.*,
-                   set_config('{HELD_TEAMS}',
-                              (json_agg(json_build_object('team_id', l.id, 'cap', l.claim_cap))
-                                 OVER ())::text,
-                              true) AS claim_held
-              FROM (SELECT t.*, c.cap AS claim_cap, c.ord AS claim_ord
-                      FROM {team_table} t
-                      JOIN unnest(%s::bigint[], %s::int[]) WITH ORDINALITY AS c(team_id, cap, ord)
-                        ON c.team_id = t.id
-                     ORDER BY c.ord
-                     LIMIT %s
-                       FOR UPDATE OF t SKIP LOCKED) l
-             ORDER BY l.claim_ord
+            SELECT t.*, c.cap AS claim_cap
+              FROM {team_table} t
+              JOIN unnest(%s::bigint[], %s::int[]) WITH ORDINALITY AS c(team_id, cap, ord)
+                ON c.team_id = t.id
+             ORDER BY c.ord
+             LIMIT %s
+               FOR UPDATE OF t SKIP LOCKED
             """
 
 
 def _pick_statement() -> str:
     """Statement 2 under the lock: each held team's best pending tasks up to its free slots,
-    marked running and read back. The held teams are those statement 1 noted (HELD_TEAMS)."""
+    marked running and read back."""
     task_table, _, lock_table = _tables()
     # The UPDATE finds its picks by key alone. They are pending for sure: each was locked
     # with its status checked on its latest version, and stays locked to the commit. A
@@ -299,9 +285,7 @@ def _pick_statement() -> str:
                 SELECT c.team_id,
                        c.cap - (SELECT count(*) FROM {task_table} r
                                  WHERE r.team_id = c.team_id AND r.status = 'running') AS slots
-                  FROM json_to_recordset(
-                         coalesce(nullif(current_setting('{HELD_TEAMS}', true), ''), '[]')::json
-                       ) AS c(team_id bigint, cap int)
+                  FROM unnest(%s::bigint[], %s::int[]) AS c(team_id, cap)
                  WHERE NOT EXISTS (SELECT 1 FROM {lock_table} o
                                     WHERE o.team_id = c.team_id AND o.expires_at > %s)
             ), pick AS (
@@ -336,43 +320,42 @@ def _claim_postgres(
 ) -> list[Task]:
     """The claimed tasks, read back by the claiming UPDATE itself and given the team rows
     the lock read: no further query. `commit`: end the transaction (one the caller opened
-    with a BEGIN of its own) in the same query as the lock and the UPDATE, one round trip:
-    the UPDATE takes the teams from the lock's note (HELD_TEAMS), and is a statement of its
-    own, with its own snapshot, taken once the locks are. `statements`: the lock's and the
-    pick's text as `prepared` gave them before that BEGIN (a statement is prepared only
-    between transactions)."""
+    with a BEGIN of its own) in the UPDATE's query. `statements`: the lock's and the pick's
+    text as `prepared` gave them before that BEGIN (a statement is prepared only between
+    transactions)."""
     lock, pick = statements or (prepared(_lock_statement()), prepared(_pick_statement()))
     team_ids = [t for t, _c, _f in teams]
     caps = [c for _t, c, _f in teams]
     # At most `limit` teams are locked: a worker that wants few tasks leaves the other
     # teams to the other workers.
-    lock_params = [team_ids, caps, limit]
-    if commit:
-        # The claim time is read before the locks are granted: two claims racing for a team
-        # may write theirs in the other order, by at most the wait for its lock.
-        params = [*lock_params, *_pick_params(worker, limit, timezone.now())]
-        with connection.cursor() as cursor:
-            cursor.execute(f"{lock}; {pick}; COMMIT", params)
-            to_rows(cursor)
-            held = rows_here(Team, cursor)
-            cursor.nextset()
-            claimed = rows_here(Task, cursor)
-        locked = {team.pk: team for team in held}
-    else:
-        locked = {team.pk: team for team in raw_rows(Team, lock, lock_params)}
-        if not locked:
-            return []
-        # Read once the teams are held: claim times are then in claim order within a team.
-        claimed = raw_rows(Task, pick, _pick_params(worker, limit, timezone.now()))
+    locked = {team.pk: team for team in raw_rows(Team, lock, [team_ids, caps, limit])}
+    if not locked:
+        if commit:
+            send("COMMIT")
+        return []
+    # Read once the teams are held: claim times are then in claim order within a team.
+    now = timezone.now()
+    claimed = raw_rows(
+        Task,
+        f"{pick}; COMMIT" if commit else pick,
+        [
+            list(locked),
+            [team.claim_cap for team in locked.values()],
+            now,
+            now,
+            # No team gives more than the batch takes: each row picked here is locked, and a
+            # team with 100 free slots had 100 rows locked (and their locks WAL-logged) for
+            # a batch of 8.
+            limit,
+            limit,
+            worker,
+            lease_until(now),
+            now,
+        ],
+    )
     for task in claimed:
         task.team = locked[task.team_id]
     return claimed
-
-
-def _pick_params(worker: str, limit: int, now: datetime) -> list:
-    # No team gives more than the batch takes: each row picked here is locked, and a team
-    # with 100 free slots had 100 rows locked (and their locks WAL-logged) for a batch of 8.
-    return [now, now, limit, limit, worker, lease_until(now), now]
 
 
 def end_held(task_id: int, worker: str, fields: dict) -> int:
