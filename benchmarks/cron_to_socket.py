@@ -101,7 +101,7 @@ async def measure(samples: int, token: str, channel: str) -> tuple[list[float], 
     from tasks.runner import run_task
 
     clock = FakeClock(datetime(2026, 11, 20, 8, 59, 30, tzinfo=UTC))
-    loop = EngineLoop(enqueue=lambda task_id: None, clock=clock, slots=0)
+    loop = EngineLoop(enqueue=lambda *_handed: None, clock=clock, slots=0)
     await sync_to_async(loop.tick)()  # arms the first slot
 
     socket = WebsocketCommunicator(

@@ -118,7 +118,7 @@ def _run(seconds: float, engine_tick: float) -> None:
 
     stop = threading.Event()
     baseline: list[float] = []
-    engine = EngineLoop(enqueue=lambda task_id: None, slots=0)
+    engine = EngineLoop(enqueue=lambda *_handed: None, slots=0)
     threads = [
         threading.Thread(target=engine.run, args=(stop,), daemon=True),
         threading.Thread(target=_baseline, args=(stop, baseline), daemon=True),

@@ -44,13 +44,13 @@ class EngineLoop:
     def __init__(
         self,
         *,
-        enqueue: Callable[[int], None] | None = None,
+        enqueue: Callable[[int, int, str], None] = hand_to_django_q,
         clock: Callable[[], datetime] = timezone.now,
         slots: int | None = None,
         dispatching: bool = True,
     ) -> None:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        # None: each task goes to django-q2 with its team (`hand_to_django_q`).
+        # Told each task's id, its team's id and its team's name.
         self.enqueue = enqueue
         self.clock = clock
         # Hand out no more tasks than workers can start, so a later critical task is not
@@ -95,10 +95,7 @@ class EngineLoop:
         sent = 0
         for task_id, team_id, team_name in tasks_to_hand_out(now=now, limit=free):
             if task_mark_dispatched(task_id=task_id, now=now):
-                if self.enqueue is None:
-                    hand_to_django_q(task_id, team_id, team_name)
-                else:
-                    self.enqueue(task_id)
+                self.enqueue(task_id, team_id, team_name)
                 sent += 1
         return sent
 

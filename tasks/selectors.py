@@ -225,12 +225,7 @@ def running_and_held(team_id: str) -> str:
                         WHERE o.team_id = {team_id} AND o.expires_at > %s)"""
 
 
-def team_room(*, now: datetime) -> list[tuple[int, int]]:
-    """(team id, free slots): `_team_room_named` without the names."""
-    return [(pk, free) for pk, _name, free in _team_room_named(now)]
-
-
-def _team_room_named(now: datetime) -> list[tuple[int, str, int]]:
+def team_room(*, now: datetime) -> list[tuple[int, str, int]]:
     """(team id, team name, free slots) of each team with ready work not handed out yet, the
     team whose best such task is most urgent first: its cap less its running tasks and those
     handed out but not yet claimed; 0 under an org-op. One query that reads each team's head,
@@ -267,7 +262,7 @@ def tasks_admissible(*, now: datetime, limit: int) -> list[int]:
 def tasks_to_hand_out(*, now: datetime, limit: int) -> list[tuple[int, int, str]]:
     """`tasks_admissible`, each with its team's id and name: a worker told them claims the
     task in one round trip (`task_claim_named`)."""
-    rooms = _team_room_named(now)
+    rooms = team_room(now=now)
     names = {pk: name for pk, name, _free in rooms}
     picked = _most_urgent_with_teams(
         [(pk, free) for pk, _name, free in rooms],

@@ -152,8 +152,8 @@ def _held(claimed: list[Task], team: Team) -> Task | None:
 
 
 def _claim_params(team_id: int, worker: str, cap: int, task_id: int | None) -> list:
-    """The claiming UPDATE's parameters; made inside the team's section, so that the claim
-    times it writes are ordered per team."""
+    """The claiming UPDATE's parameters; made inside the team's section where the claim takes
+    two trips, so that the claim times it writes are ordered per team."""
     now = timezone.now()
     at = connection.ops.adapt_datetimefield_value(now)
     params = [worker, connection.ops.adapt_datetimefield_value(lease_until(now)), at,

@@ -31,7 +31,9 @@ def clock() -> FakeClock:
 
 
 def _loop(clock: FakeClock, sent: list[int], slots: int = 10) -> EngineLoop:
-    return EngineLoop(enqueue=sent.append, clock=clock, slots=slots)
+    return EngineLoop(
+        enqueue=lambda task_id, *_team: sent.append(task_id), clock=clock, slots=slots
+    )
 
 
 def test_only_one_of_two_loops_leads_and_dispatches(clock):
@@ -136,7 +138,12 @@ def test_registered_clock_jobs_run_on_the_leader_at_their_interval(clock, monkey
 def test_a_loop_beside_pull_workers_leads_and_runs_its_jobs_but_hands_out_nothing(clock):
     task = TaskFactory()
     sent: list[int] = []
-    loop = EngineLoop(enqueue=sent.append, clock=clock, slots=10, dispatching=False)
+    loop = EngineLoop(
+        enqueue=lambda task_id, *_team: sent.append(task_id),
+        clock=clock,
+        slots=10,
+        dispatching=False,
+    )
     stats = loop.tick()
     assert loop.leading and stats["dispatched"] == 0 and sent == []
     task.refresh_from_db()

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 
 def loop(clock) -> EngineLoop:
-    return EngineLoop(enqueue=lambda task_id: None, clock=clock, slots=0)
+    return EngineLoop(enqueue=lambda *_handed: None, clock=clock, slots=0)
 
 
 def trigger_tasks(trigger: TriggerConfig | None = None):

@@ -95,7 +95,7 @@ async def close_db_connections():
 
 def engine(clock) -> EngineLoop:
     # Tasks stay queued: the test runs them itself (run_task), when it chooses.
-    return EngineLoop(enqueue=lambda task_id: None, clock=clock, slots=0)
+    return EngineLoop(enqueue=lambda *_handed: None, clock=clock, slots=0)
 
 
 @pytest.mark.django_db(transaction=True)
