@@ -14,6 +14,9 @@ def main() -> None:
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
         sys.dont_write_bytecode = False
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
+    from openhive.core.heap import quiet_start
+
+    quiet_start()  # back on once the apps are loaded
     from django.core.management import execute_from_command_line
 
     from openhive.core.dburl import DatabaseUrlError

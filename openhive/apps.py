@@ -1,7 +1,6 @@
 import contextlib
 import importlib.util
 import os
-import threading
 from pathlib import Path
 
 from django.apps import AppConfig
@@ -54,12 +53,9 @@ def _announce_workers(ready_dir: str) -> None:
 
 
 def _preload_llm(mode: str) -> None:
-    """litellm takes seconds to import. `serve` asks its worker cluster to import it before it
-    forks (so every worker inherits it) and the web server to import it in the background, so
-    the first session does not pay for it. Nothing else imports it at start-up."""
-    if mode not in ("now", "background"):
-        return
+    """litellm takes seconds to import. A process that needs it at once, the chat turn host,
+    is started with OPENHIVE_PRELOAD_LLM=now and imports it here, so its first turn does not
+    pay for it; `serve`'s web server imports it in the background once it listens
+    (`openhive.webserver.WebServer`). Nothing else imports it at start-up."""
     if mode == "now":
         get_litellm()
-    else:
-        threading.Thread(target=get_litellm, name="preload-litellm", daemon=True).start()

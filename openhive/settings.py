@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "trust",
     "evolution",
     "openhive.tools",
+    "openhive.started",  # last: start-up is over once its ready() runs (openhive.core.heap)
 ]
 
 MIDDLEWARE = [

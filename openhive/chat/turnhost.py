@@ -18,6 +18,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from openhive.core.heap import quiet_start
+
 logger = logging.getLogger("openhive.chat.turnhost")
 PR_SET_PDEATHSIG = 1
 
@@ -125,6 +127,7 @@ def main() -> None:
     if parent and os.getppid() != int(parent):
         return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
+    quiet_start()  # back on once the apps are loaded
     import django
 
     django.setup()

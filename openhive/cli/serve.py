@@ -99,7 +99,8 @@ class Serve(Verb):
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
         _adopt_orphans()
-        preload = {"web": "background", "workers": "", "engine": ""}  # the worker: itself
+        # The web server imports litellm once it listens; the worker imports it itself.
+        preload = {"web": "background", "workers": "", "engine": ""}
         ready_dir = Path(tempfile.mkdtemp(prefix="openhive-ready-"))
         children = {
             name: subprocess.Popen(

@@ -15,12 +15,40 @@ young ones, walked them again. 13-15 young or middle collections (17-25 ms in al
 a burst's first round of acks (benchmarks/chat_sockets.py prints them). `pause_collections`
 turns automatic collection off while a burst is acked (openhive.chat.admit); what the burst
 left behind is collected at the first allocation after. Collecting less often instead (a young
-threshold of 50,000) made each pause longer: middle collections of 90-250 ms."""
+threshold of 50,000) made each pause longer: middle collections of 90-250 ms.
+
+Start-up too: loading Django and the apps creates only objects that live as long as the
+process (modules, classes, functions), so the collector finds nothing to free, yet it ran 280
+young, 25 middle and 2 full collections during a `manage.py check`, about 0.3 s of its 1.9 s
+(2-core VM). The entry points call `quiet_start` before they import Django; the last app's
+ready() calls `start_done`, which freezes what was loaded and turns collection back on. The
+few thousand unreachable objects start-up leaves (about 2,900 of 158,000) are frozen with the
+rest: about 1.4 MB more RSS, once, rather than a 0.16 s full collection at every start."""
 
 from __future__ import annotations
 
 import gc
 import threading
+
+_quiet_start = [False]
+
+
+def quiet_start() -> None:
+    """No automatic collection until `start_done` (the apps loaded). For a process's entry
+    point, before it imports Django."""
+    if gc.isenabled():
+        gc.disable()
+        _quiet_start[0] = True
+
+
+def start_done() -> None:
+    """Called once the apps are loaded: if `quiet_start` turned collection off, what start-up
+    loaded is frozen and collection comes back on. Every process that loads the apps passes
+    here, so none runs on without collections."""
+    if _quiet_start[0]:
+        _quiet_start[0] = False
+        gc.freeze()
+        gc.enable()
 
 
 def freeze_long_lived() -> None:
