@@ -69,3 +69,25 @@ def test_a_manage_py_command_runs_with_collection_on_and_its_start_up_frozen(tmp
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].split() == ["True", "True"]
+
+
+@pytest.mark.usefixtures("gc_state_restored")
+def test_a_big_import_runs_without_collection_and_what_it_loaded_is_frozen():
+    gc.unfreeze()
+    with heap.loading_long_lived():
+        assert gc.isenabled() is False
+        loaded = [object() for _ in range(3)]  # noqa: F841  (what the import keeps)
+    assert gc.isenabled() is True
+    assert gc.get_freeze_count() > 0
+
+
+@pytest.mark.usefixtures("gc_state_restored")
+def test_a_big_import_during_a_pause_leaves_collection_off_for_the_pause_to_end():
+    pause = heap.pause_collections(30)
+    try:
+        with heap.loading_long_lived():
+            pass
+        assert gc.isenabled() is False
+    finally:
+        pause.end()
+    assert gc.isenabled() is True

@@ -27,8 +27,10 @@ rest: about 1.4 MB more RSS, once, rather than a 0.16 s full collection at every
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
+from collections.abc import Iterator
 
 _quiet_start = [False]
 
@@ -54,6 +56,22 @@ def start_done() -> None:
 def freeze_long_lived() -> None:
     """Call once the process has loaded what it keeps: after start-up, after a big import."""
     gc.freeze()
+
+
+@contextlib.contextmanager
+def loading_long_lived() -> Iterator[None]:
+    """Around a big import made after start-up (litellm's: 4.5-5.3 s on the 2-core VM), whose
+    objects live as long as the process: no automatic collection while it runs, as at
+    start-up (about 1 s of that import), and what it loaded is frozen at the end. Collection
+    comes back on only if it was on before (a chat burst's pause may hold it off)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 class CollectionPause:

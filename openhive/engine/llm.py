@@ -15,7 +15,7 @@ from email.utils import parsedate_to_datetime
 from types import ModuleType
 from typing import Any
 
-from openhive.core.heap import freeze_long_lived
+from openhive.core.heap import loading_long_lived
 from openhive.engine import slim
 from openhive.engine.providers import ProviderProfile
 from openhive.engine.scripted import calling_team
@@ -31,25 +31,28 @@ def get_litellm() -> ModuleType:
             if _module is None:
                 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
                 os.environ.setdefault("LITELLM_LOG", "ERROR")
-                with slim.deferred_tokenizer_json(), slim.without_httpx_cli():
-                    import litellm
-
-                from openhive.engine.scripted import make_handler
-
-                litellm.suppress_debug_info = True
-                litellm.telemetry = False
-                litellm.custom_provider_map = [
-                    {"provider": "scripted", "custom_handler": make_handler()}
-                ]
-                _skip_idle_success_logging(litellm)
-                slim.defer_claude_tokenizer(litellm)
-                slim.defer_call_encoding(litellm)
-                slim.skip_file_id_rewrite(litellm)
                 # Its objects (most of the ~390,000 a process then holds) live as long as
-                # the process: no full collection should walk them again.
-                freeze_long_lived()
+                # the process: no collection walks them while they load, nor after.
+                with loading_long_lived():
+                    litellm = _import_litellm()
                 _module = litellm
     return _module
+
+
+def _import_litellm() -> ModuleType:
+    with slim.deferred_tokenizer_json(), slim.without_httpx_cli():
+        import litellm
+
+    from openhive.engine.scripted import make_handler
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    litellm.custom_provider_map = [{"provider": "scripted", "custom_handler": make_handler()}]
+    _skip_idle_success_logging(litellm)
+    slim.defer_claude_tokenizer(litellm)
+    slim.defer_call_encoding(litellm)
+    slim.skip_file_id_rewrite(litellm)
+    return litellm
 
 
 _priced: set[str] = set()
