@@ -1,6 +1,5 @@
 """A pull worker's claim in three round trips on PostgreSQL and a named task's in two (run_task's
-reading the task with its team's lock), or one when the dispatcher named the task's team, and
-what
+reading the task with its team's lock), or one when the dispatcher named the task's team; what
 a claim proves saves queries of the task's start: the task is held (the session's first cancel
 check, when it comes within CANCEL_FRESH_SECONDS and no stop was asked since, is the claim's),
 and whether it has a question to resume (on both databases, and for one named task's claim as
@@ -138,6 +137,24 @@ def test_a_claim_is_three_round_trips(teams, postgres_only):
     assert len(sqls) == 3 and sqls[0].startswith("BEGIN;") and sqls[2].endswith("; COMMIT")
     assert claimed.pk == task.pk and claimed.team == teams[0] and _idle()
     assert committed_status(task.pk) == "running"
+
+
+def test_a_claim_of_several_teams_takes_each_ones_tasks_within_its_room(teams, postgres_only):
+    from tasks.selectors import team_cap
+
+    queued = {team.name: [task_enqueue(team=team, text=f"{n}") for n in range(3)] for team in teams}
+    busy = queued["db"][0]
+    Task.objects.filter(pk=busy.pk).update(status="running", lease_owner="other")
+    claimed = task_claim_batch(worker="w1", limit=20)
+    by_team = {team.name: 0 for team in teams}
+    for task in claimed:
+        by_team[task.team.name] += 1
+        assert task.team == next(t for t in teams if t.pk == task.team_id)
+    assert by_team == {
+        "ops": min(3, team_cap("ops")),
+        "db": min(2, team_cap("db") - 1),
+        "web": min(3, team_cap("web")),
+    }
 
 
 def test_a_claim_with_nothing_to_claim_leaves_no_transaction_open(teams, postgres_only):
