@@ -169,13 +169,13 @@ async def test_turns_wait_for_the_admissions_in_progress_and_no_longer_than_the_
     cancelled while it waits (its socket closed) leaves the others waiting as before."""
     from openhive.chat import admit
 
-    release = asyncio.Event()
+    release = threading.Event()
 
-    async def written(batch: list) -> list:
-        await release.wait()  # the write, until the test lets it finish
+    def written(batch: list) -> list:  # on the admit thread
+        release.wait(timeout=10)  # the write, until the test lets it finish
         return [None] * len(batch)
 
-    monkeypatch.setattr(admit, "on_admit_thread", lambda _fn: written)
+    monkeypatch.setattr(admit, "chat_receive_many", written)
     queue = admit.AdmitQueue()
     await asyncio.wait_for(queue.settled(), 0.1)  # idle: no wait at all
 
@@ -204,6 +204,35 @@ async def test_turns_wait_for_the_admissions_in_progress_and_no_longer_than_the_
     assert queue.waiters == [] and queue.wake is None  # nothing left behind
 
 
+async def test_the_admit_thread_writes_a_bursts_batches_back_to_back_while_the_loop_is_busy(
+    monkeypatch,
+):
+    """The admit thread takes the next batch itself once one is written: a busy event loop
+    (sending the last batch's acks) does not hold the next write back. Each batch's callers
+    hear as soon as it is written, in arrival order."""
+    import time
+
+    from openhive.chat import admit
+
+    starts: list[float] = []
+
+    def written(batch: list) -> list:  # on the admit thread
+        starts.append(time.monotonic())
+        time.sleep(0.01)
+        return list(batch)
+
+    monkeypatch.setattr(admit, "chat_receive_many", written)
+    monkeypatch.setattr(admit, "ADMIT_BATCH", 2)
+    queue = admit.AdmitQueue()
+    acks = [asyncio.ensure_future(queue.admit(number)) for number in range(6)]
+    while not starts:  # all six queued, the first write begun
+        await asyncio.sleep(0.001)
+    time.sleep(0.2)  # the event loop busy with other work meanwhile
+    busy_until = time.monotonic()
+    assert await asyncio.gather(*acks) == list(range(6))
+    assert len(starts) == 3 and starts[-1] < busy_until
+
+
 async def test_a_bursts_turns_wait_for_admissions_to_pause_and_a_lone_messages_do_not(
     monkeypatch,
 ):
@@ -215,11 +244,11 @@ async def test_a_bursts_turns_wait_for_admissions_to_pause_and_a_lone_messages_d
 
     from openhive.chat import admit
 
-    async def written(batch: list) -> list:
-        await asyncio.sleep(0.005)  # the write
+    def written(batch: list) -> list:  # on the admit thread
+        time.sleep(0.005)  # the write
         return [None] * len(batch)
 
-    monkeypatch.setattr(admit, "on_admit_thread", lambda _fn: written)
+    monkeypatch.setattr(admit, "chat_receive_many", written)
     monkeypatch.setattr(admit, "QUIET_SECONDS", 0.1)
     queue = admit.AdmitQueue()
 
@@ -255,17 +284,18 @@ async def test_a_burst_is_acked_without_automatic_collections_which_resume_once_
     collection is off while a burst is written and acked, on again once admissions pause, and
     never off for a lone message or for longer than COLLECTION_PAUSE_SECONDS."""
     import gc
+    import time
 
     from openhive.chat import admit
 
     on_during_writes: list[bool] = []
 
-    async def written(batch: list) -> list:
+    def written(batch: list) -> list:  # on the admit thread
         on_during_writes.append(gc.isenabled())
-        await asyncio.sleep(0.005)
+        time.sleep(0.005)
         return [None] * len(batch)
 
-    monkeypatch.setattr(admit, "on_admit_thread", lambda _fn: written)
+    monkeypatch.setattr(admit, "chat_receive_many", written)
     monkeypatch.setattr(admit, "QUIET_SECONDS", 0.05)
     queue = admit.AdmitQueue()
 
