@@ -16,7 +16,7 @@ from typing import Any
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from openhive.asgi import application as openhive_application
-from openhive.chat.consumers import DirectDispatch
+from openhive.chat.dispatch import DirectDispatch
 
 
 # Dispatched as the chat socket is, so the echo is the floor of what the chat socket runs on,

@@ -17,7 +17,6 @@ import re
 from typing import Any
 from urllib.parse import parse_qs
 
-from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.urls import reverse
@@ -32,6 +31,7 @@ from . import selectors, services
 from .admit import Admission, Inbound, admit_queue
 from .close_reason import install as install_close_reason
 from .dbpool import db
+from .dispatch import DirectDispatch
 from .intercept import intercept_inbound
 from .models import Topic
 from .outbox_hub import outbox_hub
@@ -64,20 +64,6 @@ BUSY = {
     "the answers, then send it again.",
 }
 ASSERTED_ID = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
-
-
-class DirectDispatch:
-    """Channels' dispatch without its `aclose_old_connections()` before every frame: that is a
-    round trip to the process's one shared sync thread per frame, so a burst of 500 messages
-    queued its frames through that thread one by one (profiled: the largest cost of an ack in
-    a burst). For consumers that touch the database only on the dbpool threads, which check
-    and keep their own connections; the sync thread's connections are not theirs to close."""
-
-    async def dispatch(self, message: dict) -> None:
-        handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
 
 
 class ChatConsumer(DirectDispatch, AsyncJsonWebsocketConsumer):
