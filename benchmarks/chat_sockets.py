@@ -16,6 +16,8 @@ written for every socket's channel at once → all delivered). Same-run baseline
 alone, and a bare Channels echo socket on the same server (benchmarks/chat_echo_asgi.py) under
 the same load. Then one socket that sends a flood at once (acked up to the per-socket cap, the
 rest refused with `busy`), and RSS before/after --memory-messages messages.
+At 500 sockets the burst is repeated (--bursts, chat and echo alternated) and the median of the
+bursts' p99 printed with their range: one burst's p99 moves by half from run to run.
 Goals: 500 sockets, ack p99 <= 50 ms paced and in a burst; RSS flat over 10,000 messages.
 """
 
@@ -300,6 +302,28 @@ async def many_messages(url: str, origin: str, users: list[tuple[str, str]], tot
     return rate
 
 
+def _repeated_bursts(args, n: int, users: list, origin: str, url: str, echo_url: str) -> None:
+    """The burst again, --bursts times, chat and echo alternated: one burst's p99 is the
+    slowest few of its acks, and on a shared 2-core machine it moved by half from one burst
+    to the next with the same code (33-72 ms), so the median over bursts is the figure."""
+    p99s: dict[str, list[float]] = {"echo": [], "chat": []}
+    for _ in range(args.bursts):
+        for label, target in (("echo", echo_url), ("chat", url)):
+            r = asyncio.run(
+                run_level(
+                    target, origin, users[:n], args.messages, args.rate, fan=False, paced_run=False
+                )
+            )
+            p99s[label].append(r["ack_p99"])
+    chat, echo = (statistics.median(p99s[k]) for k in ("chat", "echo"))
+    spread = {k: f"{min(v):.1f}-{max(v):.1f}" for k, v in p99s.items()}
+    print(
+        f"burst x{args.bursts}, {n} sockets: chat ack p99 median {chat:.1f} ms "
+        f"({spread['chat']}), echo {echo:.1f} ms ({spread['echo']}); ratio {chat / echo:.1f}x; "
+        f"goal p99 <= 50 ms on the median: {_verdict(chat, 50)}"
+    )
+
+
 def _verdict(value: float, goal: float) -> str:
     return "meets" if value <= goal else "MISSES"
 
@@ -315,6 +339,12 @@ def main() -> None:
     parser.add_argument("--memory-messages", type=int, default=10_000)
     parser.add_argument(
         "--burst-only", action="store_true", help="skip the paced run and the fan-out"
+    )
+    parser.add_argument(
+        "--bursts",
+        type=int,
+        default=5,
+        help="at 500 sockets or more, repeat the burst this many times (median p99)",
     )
     parser.add_argument(
         "--client-procs",
@@ -396,6 +426,8 @@ def main() -> None:
                         f"goal ack p99 <= 50 ms at {n} sockets, {label}: {_verdict(p99, 50)} "
                         f"({p99:.1f} ms; echo {echo:.1f} ms; ratio {p99 / echo:.1f}x)"
                     )
+            if n >= 500 and args.bursts > 1:
+                _repeated_bursts(args, n, users, origin, url, echo_url)
             if args.client_procs > 1:
                 k = args.client_procs
                 spread = {
