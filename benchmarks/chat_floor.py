@@ -76,11 +76,11 @@ def main() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
         asyncio.run(serve(args.serve))
         return
-    from benchmarks import chat_sockets
+    from benchmarks import chat_procs, chat_sockets
 
     chat_sockets.use_client_loop(args.client_loop)
 
-    port = chat_sockets._free_port()
+    port = chat_procs.free_port()
     server = start_server(port)
     chat_sockets.SERVER_PID = server.pid
     users = [(f"ws:user:{number}", "") for number in range(args.sockets)]

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -178,3 +179,47 @@ def full_collections(path: Path) -> str:
         f"{max(young, default=0):.1f} ms, {sum(young):.1f} ms in all (counted to the last "
         "half second)"
     )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def prepare(data_dir: Path, users: int) -> list[tuple[str, str]]:
+    """Migrate, configure a zero-latency scripted provider and an allow policy, create users
+    with API tokens. Returns (channel_id, token) per user."""
+    os.environ["OPENHIVE_DATA_DIR"] = str(data_dir)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from teams.services import team_ensure_main
+    from trust.services import api_token_create
+
+    call_command("migrate", interactive=False, verbosity=0)
+    team_ensure_main()
+    config = data_dir / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (data_dir / "scripts").mkdir(exist_ok=True)
+    (data_dir / "scripts" / "bench.yaml").write_text(
+        "rules:\n  - when: {}\n    reply: {content: ok, delay_ms: 0}\n"
+    )
+    (config / "providers.yaml").write_text("profiles:\n  default: {model: scripted/bench.yaml}\n")
+    # The gate runs its full order: no denylist hit, no grant, allowlist miss, channel policy.
+    (config / "channels.yaml").write_text(
+        "trust:\n  default_policy: deny\n  channels:\n    ws: {policy: allow}\n"
+    )
+    User = get_user_model()
+    have = User.objects.filter(username__startswith="bench-").count()
+    User.objects.bulk_create(
+        [User(username=f"bench-{i}") for i in range(have, users)], batch_size=500
+    )
+    out = []
+    for user in User.objects.filter(username__startswith="bench-").order_by("pk")[:users]:
+        out.append((f"ws:user:{user.pk}", api_token_create(username=user.username)[1]))
+    return out

@@ -28,7 +28,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -41,9 +40,11 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.chat_procs import (  # noqa: E402
     burst_spread,
     collections_within,
+    free_port,
     full_collections,
     memory,
     pct,
+    prepare,
     server_cpu,
     start_web,
 )
@@ -60,50 +61,6 @@ def use_client_loop(name: str) -> None:
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def prepare(data_dir: Path, users: int) -> list[tuple[str, str]]:
-    """Migrate, configure a zero-latency scripted provider and an allow policy, create users
-    with API tokens. Returns (channel_id, token) per user."""
-    os.environ["OPENHIVE_DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openhive.settings")
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-
-    from teams.services import team_ensure_main
-    from trust.services import api_token_create
-
-    call_command("migrate", interactive=False, verbosity=0)
-    team_ensure_main()
-    config = data_dir / "config"
-    config.mkdir(parents=True, exist_ok=True)
-    (data_dir / "scripts").mkdir(exist_ok=True)
-    (data_dir / "scripts" / "bench.yaml").write_text(
-        "rules:\n  - when: {}\n    reply: {content: ok, delay_ms: 0}\n"
-    )
-    (config / "providers.yaml").write_text("profiles:\n  default: {model: scripted/bench.yaml}\n")
-    # The gate runs its full order: no denylist hit, no grant, allowlist miss, channel policy.
-    (config / "channels.yaml").write_text(
-        "trust:\n  default_policy: deny\n  channels:\n    ws: {policy: allow}\n"
-    )
-    User = get_user_model()
-    have = User.objects.filter(username__startswith="bench-").count()
-    User.objects.bulk_create(
-        [User(username=f"bench-{i}") for i in range(have, users)], batch_size=500
-    )
-    out = []
-    for user in User.objects.filter(username__startswith="bench-").order_by("pk")[:users]:
-        out.append((f"ws:user:{user.pk}", api_token_create(username=user.username)[1]))
-    return out
 
 
 class Client:
@@ -365,7 +322,7 @@ def main() -> None:
     layer = "Redis" if os.environ.get("REDIS_URL") else "in-memory"
     turns = os.environ.get("OPENHIVE_CHAT_TURNS", "process")
     users = prepare(data_dir, max(args.sockets) + 1)
-    port = _free_port()
+    port = free_port()
     web = start_web(data_dir, port)
     global SERVER_PID
     SERVER_PID = web.pid

@@ -346,7 +346,7 @@ class AdmitQueue:
             if largest > 1:
                 self._unsettled()
             if not self.calm:  # calm once admissions have paused
-                self.quiet = asyncio.get_running_loop().call_later(QUIET_SECONDS, self._calmed)
+                self.quiet = loop.call_later(QUIET_SECONDS, self._calmed)
             if self.waiters:
                 self._release()
 
