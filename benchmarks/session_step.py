@@ -17,7 +17,10 @@ Goals (issue 19): every mode <= 1.5x the bare loop; flat in history: per step at
 <= 1.3x per step at K = 10 (each mode's line also divides its growth by the bare loop's, whose
 litellm calls themselves grow dearer with the history). With two K or more it also splits each
 mode's session, from the two smallest K, into what each further model call adds to the overhead
-and what the session costs once.
+and what the session costs once. At each K it prints the queue's own work in a task (its
+enqueue and its claim, timed inside the task-mode sessions) over the bare session's time, and
+chat's ratio plus that: a floor under the task mode's ratio, however little the rest of its
+session cost.
 
 Wall time is the measure. On a shared machine other processes' load stretches the engine's
 thread handoffs and database round trips more than the bare loop's pure Python, so each line
@@ -130,6 +133,30 @@ def chat(steps: int, team) -> tuple[float, tuple[float, int]]:
     return elapsed / (steps + 1), db
 
 
+# The queue's own work in each task-mode session, timed inside it: its enqueue and its claim
+# (seconds), for the floor line (`_queue_floor`).
+QUEUE_WORK: dict[str, list[float]] = {"enqueue": [], "claim": []}
+
+
+def _timing_claims() -> None:
+    """Time `run_task`'s claim where it is made, by the runner's own names for it: the named
+    claim (PostgreSQL) or the team's claim (SQLite)."""
+    from tasks import runner
+
+    def timed(claim):
+        def claiming(**kwargs):
+            started = time.perf_counter()
+            try:
+                return claim(**kwargs)
+            finally:
+                QUEUE_WORK["claim"].append(time.perf_counter() - started)
+
+        return claiming
+
+    runner.task_claim_named = timed(runner.task_claim_named)
+    runner.task_claim_next = timed(runner.task_claim_next)
+
+
 def task(steps: int, team) -> tuple[float, tuple[float, int]]:
     from tasks.models import Task
     from tasks.runner import run_task
@@ -137,6 +164,7 @@ def task(steps: int, team) -> tuple[float, tuple[float, int]]:
 
     started, mark = time.perf_counter(), _db_mark()
     queued = task_enqueue(team=team, text="go")
+    QUEUE_WORK["enqueue"].append(time.perf_counter() - started)
     run_task(queued.pk, team.pk, team.name)  # as the dispatcher hands it out
     elapsed, db = time.perf_counter() - started, _db_since(mark)
     status = Task.objects.values_list("status", flat=True).get(pk=queued.pk)
@@ -177,6 +205,7 @@ def main() -> None:
 
         team, schema = prepare(data)
         connection.execute_wrappers.append(_timed_query)
+        _timing_claims()
 
         print(
             f"database: {vendor}; per step = wall / (K + 1) model calls; medians over rounds "
@@ -194,6 +223,8 @@ def main() -> None:
             one_round = sum(_run(mode, k, team, schema)[0] for mode in MODES) * (k + 1)
             rounds = max(args.rounds, math.ceil(args.seconds / one_round))
             samples: dict[str, list[tuple[float, float, float, int]]] = {mode: [] for mode in MODES}
+            for work in QUEUE_WORK.values():
+                work.clear()
             for number in range(rounds):
                 order = list(MODES)
                 for mode in order[number % 4 :] + order[: number % 4]:
@@ -223,6 +254,7 @@ def main() -> None:
             print(f"        time in database queries, ms a session: {waits}")
             trips = ", ".join(f"{mode} {samples[mode][-1][3]}" for mode in MODES[1:])
             print(f"        database round trips a session: {trips}")
+            print(f"        {_queue_floor(samples, k)}")
             if k == min(ks):
                 print(f"        {_round_trip_floor(base * (k + 1))}")
                 if vendor == "postgresql":
@@ -286,6 +318,24 @@ def _print_fixed_and_marginal(results: dict[tuple[str, int], float], ks: list[in
             f"({each / results[('bare', low)] * 100:.0f} % of a bare step at K={low}); "
             f"once per session {once * 1000:+.2f} ms"
         )
+
+
+def _queue_floor(samples: dict[str, list[tuple[float, ...]]], k: int) -> str:
+    """What the queue alone adds to a task over a chat turn: its enqueue and its claim (each a
+    durable commit on PostgreSQL), timed inside the task-mode sessions, over the bare
+    session's time. A task session that cost no more than a chat turn otherwise would still
+    sit at chat's ratio plus this: a floor under the task mode's ratio, whatever the
+    session's own work costs."""
+    enqueue = statistics.median(QUEUE_WORK["enqueue"])
+    claim = statistics.median(QUEUE_WORK["claim"])
+    bare_session = statistics.median(v[0] for v in samples["bare"]) * (k + 1)
+    chat = _paired_ratio(samples["chat"], samples["bare"])
+    added = (enqueue + claim) / bare_session
+    return (
+        f"the queue's own work in a task (median): enqueue {enqueue * 1000:.2f} ms + claim "
+        f"{claim * 1000:.2f} ms = +{added:.2f}x the bare session; chat's {chat:.2f}x plus "
+        f"that: a task-mode floor of {chat + added:.2f}x"
+    )
 
 
 def _paired_ratio(mode: list[tuple[float, ...]], bare: list[tuple[float, ...]]) -> float:
