@@ -24,8 +24,6 @@ from typing import Generic, TypeVar
 
 from django.db import connections
 
-from openhive.core import cores
-
 from . import callpool
 
 T = TypeVar("T")
@@ -86,7 +84,6 @@ class _Outcome(Generic[T]):
         self.done = threading.Event()
         self.value: T | None = None
         self.error: BaseException | None = None
-        self.ended_on: int | None = None
 
 
 def run_watched(
@@ -99,12 +96,8 @@ def run_watched(
     for _alias, conn in lent:
         conn.inc_thread_sharing()
     outcome: _Outcome[T] = _Outcome()
-    # The loop runs on the core this thread is about to wait on, and this thread resumes on
-    # the core the loop ended on (`openhive.core.cores`): not two moves between caches.
-    home = cores.current_cpu()
 
     def job() -> None:
-        cores.move_to(home)
         # Every job ends with this thread's own connections closed: none is replaced here.
         for alias, conn in lent:
             connections[alias] = conn
@@ -118,7 +111,6 @@ def run_watched(
             for alias, _conn in lent:
                 del connections[alias]
             connections.close_all()  # any of this thread's own
-            outcome.ended_on = cores.current_cpu()
             outcome.done.set()
 
     try:
@@ -126,7 +118,6 @@ def run_watched(
         # session's.
         callpool.submit(job)
         _wait(outcome, watch, poll, check)
-        cores.move_to(outcome.ended_on)
     finally:
         for _alias, conn in lent:
             conn.dec_thread_sharing()
