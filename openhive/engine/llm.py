@@ -84,15 +84,16 @@ def price_scripted_model(model: str) -> None:
 def _skip_idle_success_logging(litellm: ModuleType) -> None:
     """litellm hands every finished call to its success-logging handler on a background
     thread, even when no callback is configured to hear of it; that handler's work (cost maps,
-    payload building) then competes with the session for the GIL. With no callback configured
-    the call is not handed over; once an operator configures one, it is, as before."""
+    payload building) then competes with the session for the GIL. A streamed call does more:
+    every chunk is handed to a logging job that runs a new asyncio loop for it, and the
+    stream's end hands over the whole reply again. With no callback (and no cache) configured
+    none of it is handed over; once an operator configures one, it is, as before."""
     from concurrent.futures import Future
 
-    utils = litellm.utils
-    original = utils.executor
+    from litellm.litellm_core_utils import thread_pool_executor
 
     def listened() -> bool:
-        return any(
+        return getattr(litellm, "cache", None) is not None or any(
             getattr(litellm, name, None)
             for name in (
                 "callbacks",
@@ -103,19 +104,27 @@ def _skip_idle_success_logging(litellm: ModuleType) -> None:
             )
         )
 
-    class _Gate:
-        def submit(self, fn, /, *args, **kwargs):
-            target = args[0] if args else None
-            if getattr(target, "__name__", "") == "success_handler" and not listened():
-                done: Future = Future()
-                done.set_result(None)
-                return done
-            return original.submit(fn, *args, **kwargs)
+    # The one executor every litellm module submits its logging to (each holds a reference
+    # of its own): its `submit` is gated, not one module's name for it.
+    pool = thread_pool_executor.executor
+    submit = pool.submit
 
-        def __getattr__(self, name: str):
-            return getattr(original, name)
+    def gated(fn, /, *args, **kwargs):
+        # A call's handler comes wrapped in its context's `run`; a stream's, as it is.
+        target = args[0] if args and getattr(fn, "__name__", "") == "run" else fn
+        if getattr(target, "__name__", "") in _LOGGING_JOBS and not listened():
+            done: Future = Future()
+            done.set_result(None)
+            return done
+        return submit(fn, *args, **kwargs)
 
-    utils.executor = _Gate()
+    pool.submit = gated
+
+
+# What litellm hands its logging executor: a finished call (`success_handler`, also at a
+# stream's end) and each chunk of a stream (`run_success_logging_and_cache_storage`, which,
+# despite its name, only logs: a stream is cached by its end, apart).
+_LOGGING_JOBS = frozenset({"success_handler", "run_success_logging_and_cache_storage"})
 
 
 @dataclass
@@ -261,6 +270,10 @@ def _streamed(litellm: ModuleType, messages: list[dict], kwargs: dict, on_delta:
             text = getattr(choice.delta, "content", None)
             if text:
                 on_delta(text)
+        # The usage chunk comes once the provider's stream has ended: reading on would only
+        # make litellm build, copy and log the whole reply a second time (~1 ms a call).
+        if getattr(stream, "sent_stream_usage", False):
+            break
     return litellm.stream_chunk_builder(chunks, messages=messages)
 
 
