@@ -21,6 +21,7 @@ SMALLEST = {
         ("once per session", "a task-mode floor of"),
     ),
     "session_replay.py": (["--steps", "2", "--rounds", "1"], "replay: "),
+    "streamed_call.py": (["--calls", "5", "--rounds", "1"], "x the call not streamed"),
     "subagent_session.py": (["--steps", "2", "--rounds", "1"], "ratio "),
     "fanout_query_teams.py": (
         ["--children", "2", "--delay-ms", "10", "--runs", "1"],
