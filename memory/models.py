@@ -6,6 +6,8 @@ from pgvector.django import HnswIndex
 from .fields import EmbeddingField
 
 EMBEDDING_DIMENSIONS = 384
+# The HNSW index's name, which `memory.selectors.vector_index_fit` sizes.
+VECTOR_INDEX = "memory_chunk_hnsw"
 
 
 class Memory(models.Model):
@@ -91,7 +93,7 @@ class MemoryChunk(models.Model):
             # ef_construction 128, not pgvector's 64: recall@10 at 100k chunks of a team went
             # from 0.94-0.99 (build to build) to 0.999-1.000, for ~1.6x the build time (README).
             HnswIndex(
-                name="memory_chunk_hnsw",
+                name=VECTOR_INDEX,
                 fields=["embedding"],
                 m=16,
                 ef_construction=128,

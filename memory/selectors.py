@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.db import connection
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 
 from openhive.core.compiled import CompiledQuery
@@ -9,7 +12,7 @@ from openhive.core.context import TeamRef
 from openhive.core.reads import Read
 from teams.models import Team
 
-from .models import Memory
+from .models import VECTOR_INDEX, Memory
 
 INJECTED_TYPES = (
     Memory.Type.IDENTITY,
@@ -93,3 +96,47 @@ def memory_rows(
     elif status == "deleted":
         rows = rows.filter(deleted_at__isnull=False)
     return rows.order_by("key", "-created_at", "-pk")
+
+
+@dataclass(frozen=True)
+class VectorIndexFit:
+    """The vector index's size beside the PostgreSQL server's shared_buffers, in bytes."""
+
+    index_bytes: int
+    buffer_bytes: int
+
+    def problem(self) -> str | None:
+        """What an operator should change, when the index outgrows the buffers. An HNSW search
+        visits pages spread over the whole graph: pages outside shared_buffers are copied in
+        from the OS cache (or the disk) at every search. At 100k chunks of a team among 200k (a
+        391 MB index) p50 went from 8.3 ms with 128 MB of buffers to 6.6 ms with 1 GB
+        (benchmarks/memory_search.py, the same 2-core machine)."""
+        if self.index_bytes <= self.buffer_bytes:
+            return None
+        return (
+            f"the memory vector index ({_mb(self.index_bytes)}) is larger than PostgreSQL's "
+            f"shared_buffers ({_mb(self.buffer_bytes)}): each memory search reads index pages "
+            f"from outside the server's buffers; set shared_buffers to at least "
+            f"{_mb(self.index_bytes)} in postgresql.conf and restart the server"
+        )
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:,.0f} MB"
+
+
+def vector_index_fit() -> VectorIndexFit | None:
+    """PostgreSQL only (None elsewhere, or while the index does not exist): two catalogue
+    reads, no scan."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_relation_size(to_regclass(%s)), "
+            "pg_size_bytes(current_setting('shared_buffers'))",
+            [VECTOR_INDEX],
+        )
+        index_bytes, buffer_bytes = cursor.fetchone()
+    if index_bytes is None:
+        return None
+    return VectorIndexFit(index_bytes=int(index_bytes), buffer_bytes=int(buffer_bytes))

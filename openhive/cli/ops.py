@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from memory.selectors import vector_index_fit
 from openhive.config_report import config_problems
 from openhive.core.context import ToolContext
 from openhive.core.errors import DomainError
@@ -234,6 +235,9 @@ class Status(Verb):
         problem = provider_problem("default")
         out.write(f"Provider configured: {'no: ' + problem if problem else 'yes'}")
         problems = config_problems()
+        index = vector_index_fit()
+        if index is not None and index.problem():
+            problems.append(f"PostgreSQL: {index.problem()}")
         if problems:
             out.write("Configuration problems:")
             for problem in problems:
