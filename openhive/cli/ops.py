@@ -236,8 +236,9 @@ class Status(Verb):
         out.write(f"Provider configured: {'no: ' + problem if problem else 'yes'}")
         problems = config_problems()
         index = vector_index_fit()
-        if index is not None and index.problem():
-            problems.append(f"PostgreSQL: {index.problem()}")
+        index_problem = index.problem() if index is not None else None
+        if index_problem:
+            problems.append(f"PostgreSQL: {index_problem}")
         if problems:
             out.write("Configuration problems:")
             for problem in problems:
