@@ -44,3 +44,28 @@ def test_a_run_due_sooner_than_the_keepers_wait_is_renewed_in_time(settings, mon
             while 20_002 not in renewed and time.monotonic() < deadline:
                 time.sleep(0.05)
     assert 20_002 in renewed and 20_001 not in renewed
+
+
+def test_quick_runs_that_ended_cost_the_keeper_one_wake_together_not_one_each(
+    settings, monkeypatch
+):
+    # Each run leaves its renewal behind when it ends, due an interval after it began; on a
+    # queue of quick tasks, one wake per entry was a wake (and a take of the GIL from the
+    # running session) per task.
+    renewed: list[int] = []
+    monkeypatch.setattr(
+        leases, "task_renew_lease", lambda *, task_id, worker: renewed.append(task_id) or True
+    )
+    settings.OPENHIVE = {**settings.OPENHIVE, "LEASE_SECONDS": 3}  # due 1 s after each start
+    before = leases.wakes
+    with leases.renewed(30_000, "w"):  # a long run, renewed meanwhile
+        for number in range(1, 21):
+            with leases.renewed(30_000 + number, "w"):
+                time.sleep(0.005)
+        deadline = time.monotonic() + 3
+        while 30_000 not in renewed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # past the last quick run's due time
+        # The long run's renewal and the twenty quick runs' leftovers: one wake.
+        assert renewed == [30_000]
+        assert leases.wakes - before == 1
