@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,8 +64,23 @@ async def drain(communicator: WebsocketCommunicator, seconds: float = 0.3) -> li
 @pytest.fixture
 async def close_db_connections():
     yield
+    await _turns_finished()
     await sync_to_async(connections.close_all)()
     await sync_to_async(dbpool.close_db_connections)()
+
+
+async def _turns_finished(timeout: float = 30) -> None:
+    """A socket closed after its ack leaves its turn running (its answer is stored anyway).
+    Wait for it: a turn still writing while the test database is flushed deadlocked the
+    flush's TRUNCATE on PostgreSQL, and its next query hit a closed test database."""
+    running = [
+        task
+        for task in asyncio.all_tasks()
+        if task is not asyncio.current_task()
+        and getattr(task.get_coro(), "__qualname__", "").endswith("._route_and_run")
+    ]
+    if running:
+        await asyncio.wait(running, timeout=timeout)
 
 
 @pytest.fixture(scope="session", autouse=True)
