@@ -8,9 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
 
-from openhive.chat import dbpool
 from openhive.chat.models import OutboxMessage, Topic
 from openhive.chat.turn import ROUTING_TOOLS, TRIGGER_TOOLS, TRUST_TOOLS
 from openhive.clock import EngineLoop
@@ -22,11 +20,13 @@ from tasks.runner import run_task
 from teams.agent import agent_spec_for
 from teams.config import default_config, write_team_config
 from teams.services import team_workspace_scaffold
-from tests.chat.conftest import connect, drain, receive_until
+from tests.chat.conftest import close_db_connections, connect, drain, receive_until
 from tests.factories import TeamFactory
 from triggers.models import TriggerConfig, TriggerEvent
 from triggers.services import trigger_fire
 from trust.services import api_token_create
+
+__all__ = ["close_db_connections"]  # a fixture, shared with the chat tests
 
 ASK = "check the disks every morning at 9 and tell me if one is over 80 %"
 DISK_TASK = "Check the disk usage of every server; tell me if one is over 80 %."
@@ -83,14 +83,6 @@ def ops(main_team):
 def alice(django_user_model):
     user = django_user_model.objects.create_user(username="alice", password="pw-alice-123")
     return user, api_token_create(username="alice")[1]
-
-
-@pytest.fixture
-async def close_db_connections():
-    yield
-    # Async ORM calls leave connections open in asgiref's threads (PostgreSQL teardown).
-    await sync_to_async(connections.close_all)()
-    await sync_to_async(dbpool.close_db_connections)()
 
 
 def engine(clock) -> EngineLoop:
