@@ -12,6 +12,7 @@ from django.db import connections
 
 from openhive.asgi import application
 from openhive.chat import dbpool
+from openhive.chat.consumers import ChatConsumer
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 
@@ -73,11 +74,9 @@ async def _turns_finished(timeout: float = 30) -> None:
     """A socket closed after its ack leaves its turn running (its answer is stored anyway).
     Wait for it: a turn still writing while the test database is flushed deadlocked the
     flush's TRUNCATE on PostgreSQL, and its next query hit a closed test database."""
+    turn = ChatConsumer._route_and_run.__code__
     running = [
-        task
-        for task in asyncio.all_tasks()
-        if task is not asyncio.current_task()
-        and getattr(task.get_coro(), "__qualname__", "").endswith("._route_and_run")
+        task for task in asyncio.all_tasks() if getattr(task.get_coro(), "cr_code", None) is turn
     ]
     if running:
         await asyncio.wait(running, timeout=timeout)
