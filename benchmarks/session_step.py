@@ -20,7 +20,9 @@ mode's session, from the two smallest K, into what each further model call adds 
 and what the session costs once. At each K it prints the queue's own work in a task (its
 enqueue and its claim, timed inside the task-mode sessions) over the bare session's time, and
 chat's ratio plus that: a floor under the task mode's ratio, however little the rest of its
-session cost.
+session cost. At the smallest K it runs the task mode again beside the bare loop, as it is and
+with its loop on the claiming thread: what the watched handover (the loop on a pooled thread, so
+that a cancel can abandon a hung model call) costs a task session.
 
 Wall time is the measure. On a shared machine other processes' load stretches the engine's
 thread handoffs and database round trips more than the bare loop's pure Python, so each line
@@ -259,6 +261,7 @@ def main() -> None:
                 print(f"        {_round_trip_floor(base * (k + 1))}")
                 if vendor == "postgresql":
                     print(f"        {_commit_floor(base * (k + 1))}")
+                print(f"        {_handover_share(k, team, schema, max(args.rounds, rounds // 2))}")
         if len(ks) > 1:
             low, high = min(ks), max(ks)
             growth = results[("bare", high)] / results[("bare", low)]
@@ -395,6 +398,45 @@ def _commit_floor(gap: float) -> str:
         f"{statistics.median(durable):.3f} ms waiting for the WAL flush, "
         f"{statistics.median(unflushed):.3f} ms not (median); a task's life waits for 3 "
         "(enqueue, claim, end), a chat turn for 1"
+    )
+
+
+def _handover_share(k: int, team, schema: dict, rounds: int) -> str:
+    """A diagnosis, not a goal: what the watched handover costs a task session. A task can be
+    cancelled, so its loop runs on a pooled thread that the claiming thread watches
+    (`openhive.engine.handover`: two wake-ups across threads, and the loop's working set on
+    another core); a chat turn's runs on its caller's thread. Here the task mode runs in
+    paired rounds with the bare loop, as it is and with its loop kept on the claiming thread,
+    which no real task may do (a hung model call could then not be abandoned): the difference
+    is the share of the task's ratio the handover holds."""
+    from openhive.engine import handover
+
+    watched = handover.run_watched
+
+    def inline(loop, watch, *, poll, check):  # the handover's signature
+        return loop()
+
+    ratios: dict[str, list[float]] = {"watched": [], "inline": []}
+    spent: dict[str, list[float]] = {"watched": [], "inline": []}
+    try:
+        for number in range(rounds):
+            reset_script()
+            bare_step = bare(k, schema)
+            ways = ("watched", "inline") if number % 2 == 0 else ("inline", "watched")
+            for way in ways:
+                handover.run_watched = watched if way == "watched" else inline
+                reset_script()
+                step = task(k, team)[0]
+                ratios[way].append(step / bare_step)
+                spent[way].append(step * (k + 1))
+    finally:
+        handover.run_watched = watched
+    cost = statistics.median(spent["watched"]) - statistics.median(spent["inline"])
+    return (
+        f"the loop's handover in a task: {cost * 1000:+.2f} ms a session; the task mode "
+        f"{statistics.median(ratios['watched']):.2f}x the bare loop as it runs, "
+        f"{statistics.median(ratios['inline']):.2f}x with its loop on the claiming thread "
+        f"({rounds} paired rounds)"
     )
 
 
