@@ -67,6 +67,13 @@ def on_turn_thread(func: Callable[..., Any]) -> SyncToAsync:
     return SyncToAsync(func, thread_sensitive=False, executor=_TURN_POOL)
 
 
+def start_on_admit_thread(func: Callable[..., Any], *args: Any) -> None:
+    """Run `func(*args)` on the admit thread, handed straight to it: not through the event
+    loop, which in a burst gets to a coroutine's next step only after every frame read before
+    it. `func` reports its own outcome."""
+    _ADMIT_POOL.submit(func, *args)
+
+
 def running_on_admit_thread() -> bool:
     return threading.current_thread().name.startswith(ADMIT_THREAD)
 

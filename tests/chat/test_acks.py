@@ -233,6 +233,53 @@ async def test_the_admit_thread_writes_a_bursts_batches_back_to_back_while_the_l
     assert len(starts) == 3 and starts[-1] < busy_until
 
 
+async def test_an_admission_is_written_while_the_event_loop_is_still_busy(monkeypatch):
+    """An admission goes to the admit thread straight away, not through a task of the event
+    loop, which in a burst gets to it only after every frame read before it."""
+    from openhive.chat import admit
+
+    started = threading.Event()
+
+    def written(batch: list) -> list:  # on the admit thread
+        started.set()
+        return [admission for (admission,) in zip(batch, strict=True)]
+
+    monkeypatch.setattr(admit, "chat_receive_many", written)
+    queue = admit.AdmitQueue()
+    ack = asyncio.ensure_future(queue.admit("hello"))
+    await asyncio.sleep(0)  # the admission is queued; the loop then stays busy below
+    assert started.wait(timeout=5)
+    assert await asyncio.wait_for(ack, 5) == "hello"
+
+
+async def test_admissions_arriving_as_the_admit_thread_finishes_are_all_written(monkeypatch):
+    """The thread stops writing only when it finds nothing waiting, and an admission that
+    finds it stopped starts it again: none is left unwritten however the two interleave, and
+    the queue ends idle."""
+    import random
+
+    from openhive.chat import admit
+
+    rng = random.Random(7)
+
+    def written(batch: list) -> list:  # on the admit thread
+        if rng.random() < 0.5:
+            threading.Event().wait(rng.random() / 1000)
+        return list(batch)
+
+    monkeypatch.setattr(admit, "chat_receive_many", written)
+    monkeypatch.setattr(admit, "QUIET_SECONDS", 0.0)
+    queue = admit.AdmitQueue()
+    acks = []
+    for number in range(300):
+        acks.append(asyncio.ensure_future(queue.admit(number)))
+        if number % 3 == 0:
+            await asyncio.sleep(rng.random() / 2000)
+    assert await asyncio.wait_for(asyncio.gather(*acks), 10) == list(range(300))
+    await asyncio.sleep(0.01)
+    assert queue.idle and not queue.writing and not queue.waiting
+
+
 async def test_a_bursts_turns_wait_for_admissions_to_pause_and_a_lone_messages_do_not(
     monkeypatch,
 ):
