@@ -1,6 +1,7 @@
-"""A session that can be cancelled or time out runs its loop on one pooled thread, watched from
-the caller's: the model calls are made inline there (no hand-off per call), a cancel abandons
-a call that does not return, and the abandoned loop writes nothing afterwards."""
+"""A session that can be cancelled or time out runs on one pooled thread, watched from the
+caller's (one that can be cancelled from its spec to its end, one that can only time out from
+its first step): the model calls are made inline there (no hand-off per call), a cancel
+abandons a call that does not return, and the abandoned loop writes nothing afterwards."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from openhive.engine import handover
 from openhive.engine import session as session_module
 from openhive.engine.model import ResilientModel
 from openhive.engine.models import LlmExchange, Session, ToolCall
+from openhive.engine.recorder import SessionRecorder
 from teams.agent import run_team_session
 
 pytestmark = pytest.mark.django_db
@@ -66,6 +68,48 @@ def test_a_cancellable_session_runs_its_steps_on_one_thread_without_a_hand_off_p
     assert len(set(threads["model"])) == 1
     session = Session.objects.get(pk=outcome.session_id)
     assert session.turns == 4 and session.tool_calls.count() == 3
+
+
+@pytest.fixture
+def spec_and_end(monkeypatch):
+    """The thread that builds each session's spec (the recorder learns its profile from it)
+    and the thread that writes its end."""
+    seen: dict[str, list[int]] = {"spec": [], "end": []}
+    use_profile, finish = SessionRecorder.use_profile, SessionRecorder.finish
+
+    def on_spec(self, profile):
+        seen["spec"].append(threading.get_ident())
+        return use_profile(self, profile)
+
+    def on_end(self, *args, **kwargs):
+        seen["end"].append(threading.get_ident())
+        return finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(SessionRecorder, "use_profile", on_spec)
+    monkeypatch.setattr(SessionRecorder, "finish", on_end)
+    return seen
+
+
+def test_a_cancellable_session_is_handed_over_whole_from_its_spec_to_its_end(
+    main_team, scripted_provider, threads, spec_and_end
+):
+    """The spec, prompt and history are built on the thread whose steps use them: handed over
+    at its first step, a quick task session cost ~0.4 ms more (benchmarks/session_step.py)."""
+    scripted_provider(LIST_THREE_TIMES)
+    assert run_team_session(main_team, "go", should_cancel=lambda: False, max_turns=10).ok
+    loop_thread = set(threads["model"])
+    assert len(loop_thread) == 1 and loop_thread != {threading.get_ident()}
+    assert set(spec_and_end["spec"]) == set(spec_and_end["end"]) == loop_thread
+
+
+def test_a_session_that_can_only_time_out_is_handed_over_at_its_steps(
+    main_team, scripted_provider, threads, spec_and_end
+):
+    """Its deadline comes with its spec, so the spec is built where the session began."""
+    scripted_provider(LIST_THREE_TIMES)
+    assert run_team_session(main_team, "go", timeout_seconds=30, max_turns=10).ok
+    assert spec_and_end["spec"] == spec_and_end["end"] == [threading.get_ident()]
+    assert len(set(threads["model"])) == 1 and set(threads["model"]) != {threading.get_ident()}
 
 
 def test_a_session_that_cannot_be_stopped_runs_on_the_callers_thread(
