@@ -40,6 +40,7 @@ import os
 import statistics
 import time
 
+from db_floors import commit_floor, round_trip_floor
 from harness import throwaway_django
 from pydantic import BaseModel
 
@@ -258,9 +259,9 @@ def main() -> None:
             print(f"        database round trips a session: {trips}")
             print(f"        {_queue_floor(samples, k)}")
             if k == min(ks):
-                print(f"        {_round_trip_floor(base * (k + 1))}")
+                print(f"        {round_trip_floor(base * (k + 1))}")
                 if vendor == "postgresql":
-                    print(f"        {_commit_floor(base * (k + 1))}")
+                    print(f"        {commit_floor(base * (k + 1))}")
                 print(f"        {_handover_share(k, team, schema, max(args.rounds, rounds // 2))}")
         if len(ks) > 1:
             low, high = min(ks), max(ks)
@@ -345,60 +346,6 @@ def _paired_ratio(mode: list[tuple[float, ...]], bare: list[tuple[float, ...]]) 
     """The median, over rounds, of a mode's wall time over the bare loop's in the same round:
     a round's sessions run within a few ms of each other, so each ratio sees the same machine."""
     return statistics.median(m[0] / b[0] for m, b in zip(mode, bare, strict=True))
-
-
-def _query_ms(sql: str, after: float, times: int = 100) -> list[float]:
-    """`sql` timed `times` times, each after `after` seconds of busy Python (as a session's
-    is), in ms, sorted."""
-    from django.db import connection
-
-    taken = []
-    with connection.cursor() as cursor:
-        for _ in range(times):
-            until = time.perf_counter() + after
-            while time.perf_counter() < until:
-                pass
-            started = time.perf_counter()
-            cursor.execute(sql)
-            taken.append((time.perf_counter() - started) * 1000)
-    return sorted(taken)
-
-
-def _round_trip_floor(gap: float) -> str:
-    """A round trip with nothing in it (SELECT 1), back to back and after `gap` seconds of
-    Python (a bare session's time): the database server's process sleeps meanwhile, and on a
-    virtual machine waking it (and its idle vCPU) can cost more than its work. A session's
-    first query, and its final write after the model calls, pay the second figure."""
-    hot, cold = _query_ms("SELECT 1", 0), _query_ms("SELECT 1", gap)
-    return (
-        f"a round trip (SELECT 1): {statistics.median(hot):.3f} ms back to back; after "
-        f"{gap * 1000:.1f} ms of Python, median {statistics.median(cold):.3f} ms, p90 "
-        f"{cold[89]:.3f} ms"
-    )
-
-
-def _commit_floor(gap: float) -> str:
-    """What a commit waiting for the WAL flush costs over one that does not, each a one-row
-    INSERT in a query of its own after `gap` seconds of Python. A task's life commits three
-    times so (its enqueue, its claim, its end with the session's), a chat turn once (its end);
-    the session's own start does not wait (OPENHIVE_SESSION_SYNC_COMMIT)."""
-    from django.db import connection
-
-    insert = "INSERT INTO bench_commit_floor (v) VALUES (1)"
-    with connection.cursor() as cursor:
-        cursor.execute("CREATE TABLE bench_commit_floor (id serial PRIMARY KEY, v int)")
-    try:
-        durable = _query_ms(insert, gap)
-        unflushed = _query_ms(f"SET LOCAL synchronous_commit = off; {insert}", gap)
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TABLE bench_commit_floor")
-    return (
-        f"a one-row commit after {gap * 1000:.1f} ms of Python: "
-        f"{statistics.median(durable):.3f} ms waiting for the WAL flush, "
-        f"{statistics.median(unflushed):.3f} ms not (median); a task's life waits for 3 "
-        "(enqueue, claim, end), a chat turn for 1"
-    )
 
 
 def _handover_share(k: int, team, schema: dict, rounds: int) -> str:
