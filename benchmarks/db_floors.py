@@ -57,6 +57,6 @@ def commit_floor(gap: float) -> str:
     return (
         f"a one-row commit after {gap * 1000:.1f} ms of Python: "
         f"{statistics.median(durable):.3f} ms waiting for the WAL flush, "
-        f"{statistics.median(unflushed):.3f} ms not (median); a task's life waits for 3 "
-        "(enqueue, claim, end), a chat turn for 1"
+        f"{statistics.median(unflushed):.3f} ms not (median); a task's life waits for 2 "
+        "(its enqueue, its end; its claim does not), a chat turn for 1"
     )

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
+from django.conf import settings
 from django.db import (
     DEFAULT_DB_ALIAS,
     InterfaceError,
@@ -36,9 +37,29 @@ RESET_ERRORS = (OperationalError, InterfaceError)
 # PostgreSQL, for the current transaction only: its commit does not wait for the WAL to reach
 # the disk (see the callers for what each trades, and why it is safe there).
 NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
+# The same as a statement that answers no rows, for a query of several whose results are read
+# in turn (`compiled.to_rows` steps over it).
+NO_FLUSH_WAIT_SET = "SET LOCAL synchronous_commit = off"
 _local = threading.local()
 ATTEMPTS = 4
 BACKOFF_SECONDS = (0.05, 0.2, 0.8)
+
+
+def may_skip_flush_wait() -> bool:
+    """Whether a task's claim or a session's own rows may commit without waiting for
+    PostgreSQL's WAL flush (one fsync, several ms on many disks: more than a quick model step).
+    The WAL is one sequence: the next commit that waits -- the task's end, the chat reply
+    stored, an enqueue, any other change of the queue -- makes every write before it durable
+    too. Only a crash of the database server in between can lose them, and then the work they
+    record has no recorded end either: a lost claim leaves its task pending, to be claimed
+    again, and the worker that held it finds its next write or cancel check refused, as when
+    the reaper takes back a lease. OPENHIVE_SESSION_SYNC_COMMIT makes them all wait. Inside a
+    caller's transaction the commit is the caller's."""
+    return (
+        connection.vendor == "postgresql"
+        and not settings.OPENHIVE["SESSION_SYNC_COMMIT"]
+        and not connection.in_atomic_block
+    )
 
 
 def connection_lost(alias: str = DEFAULT_DB_ALIAS) -> bool:

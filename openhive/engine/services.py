@@ -7,12 +7,16 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
+from openhive.core.db import (
+    NO_FLUSH_WAIT,
+    may_skip_flush_wait,
+    reconnecting,
+    statements_in_one_query,
+)
 from openhive.core.prepared import prepared
 from openhive.core.reads import Read, run_reads
 from openhive.core.rows import has_save_receivers, insert_instances, insert_statement
@@ -90,7 +94,7 @@ def session_open(
         return session, run_reads(list(then))
     # One round trip: the setting, the INSERT and the reads in one query (were BEGIN, the
     # setting, the INSERT, COMMIT, and a round trip per read).
-    after = (NO_FLUSH_WAIT, []) if _may_skip_flush_wait() else None
+    after = (NO_FLUSH_WAIT, []) if may_skip_flush_wait() else None
     return session, insert_instances([session], after=after, then=then)
 
 
@@ -146,7 +150,7 @@ def session_record_step(
         statements.append((then.sql, list(then.params)))
     if not statements:
         return None
-    if _may_skip_flush_wait() and (then is None or not then.durable):
+    if may_skip_flush_wait() and (then is None or not then.durable):
         statements.insert(0, (NO_FLUSH_WAIT, []))
     if statements_in_one_query():
         # One round trip: PostgreSQL runs the statements of one query as one transaction
@@ -164,21 +168,6 @@ def session_record_step(
         for sql, params in statements:
             cursor.execute(sql, params)
         return cursor.rowcount if then is not None else None
-
-
-def _may_skip_flush_wait() -> bool:
-    """Whether a session write may commit without waiting for PostgreSQL's WAL flush (one
-    fsync, several ms on many disks: more than a quick model step). The WAL is one sequence:
-    the next commit that waits -- the task's end, the chat reply stored, any state change of
-    the queue -- makes every session write before it durable too. Only a crash of the
-    database server itself in between can lose the newest session rows, and then the work
-    they record has no recorded end either (its task runs again). OPENHIVE_SESSION_SYNC_COMMIT
-    makes every session write wait. Inside a caller's transaction the commit is the caller's."""
-    return (
-        connection.vendor == "postgresql"
-        and not settings.OPENHIVE["SESSION_SYNC_COMMIT"]
-        and not connection.in_atomic_block
-    )
 
 
 def _update(instance: models.Model, names: list[str]) -> tuple[str, list]:

@@ -32,7 +32,7 @@ from teams.models import Team
 from ..models import OrgOpLock, Task
 from ..selectors import team_cap
 from ..timing import lease_until
-from .claims import held_since_now, may_resume, rolled_back_on_error, send
+from .claims import claim_begin, held_since_now, may_resume, rolled_back_on_error, send
 
 
 def _is_postgres() -> bool:
@@ -177,7 +177,7 @@ def _claim_in_two_trips(
     UPDATE is still a statement of its own after the lock: it sees every claim committed
     before the lock was granted. None when the team is gone or (`skip_locked`) held."""
     with rolled_back_on_error():
-        team = _enter_section(team_id, skip_locked=skip_locked, begin="BEGIN; ")
+        team = _enter_section(team_id, skip_locked=skip_locked, begin=claim_begin())
         if team is None:
             send("COMMIT")
             return None
@@ -223,7 +223,7 @@ def task_claim_named(
         if claim is not None:
             return claim
     with rolled_back_on_error():
-        found = raw_rows(Team, f"BEGIN; {lock}", [task_id])
+        found = raw_rows(Team, f"{claim_begin()}{lock}", [task_id])
         if not found or found[0].claim_status != Task.Status.PENDING:
             send("COMMIT")
             return NamedClaim(None, False, started_ns=started_ns)
@@ -251,8 +251,8 @@ def _claim_named_in_one_trip(
     team_id, team_name = team
     params = [task_id, *_claim_params(team_id, worker, team_cap(team_name), task_id)]
     with rolled_back_on_error(), connection.cursor() as cursor:
-        cursor.execute(f"BEGIN; {lock}; {statement}; COMMIT", params)
-        to_rows(cursor)  # past the BEGIN
+        cursor.execute(f"{claim_begin()}{lock}; {statement}; COMMIT", params)
+        to_rows(cursor)  # past the BEGIN (and the SET)
         found = rows_here(Team, cursor)
         cursor.nextset()
         claimed = rows_here(Task, cursor)

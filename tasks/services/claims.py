@@ -32,7 +32,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from openhive.core.compiled import raw_rows, to_rows
-from openhive.core.db import NO_FLUSH_WAIT, reconnecting, statements_in_one_query
+from openhive.core.db import (
+    NO_FLUSH_WAIT,
+    NO_FLUSH_WAIT_SET,
+    may_skip_flush_wait,
+    reconnecting,
+    statements_in_one_query,
+)
 from openhive.core.prepared import again_if_statements_lost, prepared
 from openhive.engine import stopping
 from teams.models import Team
@@ -165,7 +171,7 @@ def _claim_postgres_in_three_trips(*, worker: str, limit: int) -> list[Task]:
     # Before the BEGIN: a statement is prepared only between transactions.
     statements = (prepared(_lock_statement()), prepared(_pick_statement()))
     with rolled_back_on_error():
-        teams = _candidate_teams(timezone.now(), limit, before=f"BEGIN; {IN_INDEX_ORDER};")
+        teams = _candidate_teams(timezone.now(), limit, before=f"{claim_begin()}{IN_INDEX_ORDER};")
         claimed = (
             _claim_postgres(teams, worker=worker, limit=limit, commit=True, statements=statements)
             if teams
@@ -174,6 +180,14 @@ def _claim_postgres_in_three_trips(*, worker: str, limit: int) -> list[Task]:
         if not teams:
             send("COMMIT")
         return claimed
+
+
+def claim_begin() -> str:
+    """The BEGIN a claim sends in its first query (PostgreSQL). A claim is where a task's
+    session starts, seen from the queue, and it commits as that session's own rows do: without
+    waiting for the WAL flush unless the operator asked otherwise (`may_skip_flush_wait`). A
+    task's life then waits for two flushes, its enqueue and its end, where it waited for three."""
+    return f"BEGIN; {NO_FLUSH_WAIT_SET}; " if may_skip_flush_wait() else "BEGIN; "
 
 
 @contextlib.contextmanager

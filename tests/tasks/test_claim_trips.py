@@ -13,10 +13,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from openhive.core.db import NO_FLUSH_WAIT_SET
 from openhive.engine import stopping
 from tasks.models import Task, UserQuestion
 from tasks.runner import run_next_task, run_task, still_held_check
 from tasks.services import task_cancel, task_claim_next, task_enqueue
+from tasks.services.admission import task_claim_named
 from tasks.services.claims import task_claim_batch
 from tests.queries import as_written
 from tests.tasks.committed import committed_status
@@ -228,9 +230,55 @@ def test_run_task_reads_its_task_with_the_teams_lock_two_round_trips_in_all(
         assert run_task(task.pk) == "done"
     sqls = [q["sql"].strip() for q in as_written(captured.captured_queries)]
     # Was three: the task's team and status read alone, then BEGIN with the lock.
-    assert sqls[0].startswith("BEGIN; SELECT tm.*") and "FOR UPDATE OF tm" in sqls[0]
+    assert sqls[0].startswith("BEGIN; ") and "SELECT tm.*" in sqls[0]
+    assert "FOR UPDATE OF tm" in sqls[0]
     assert sqls[1].endswith("; COMMIT") and sqls[1].startswith("UPDATE")
     assert committed_status(task.pk) == "done" and _idle()
+
+
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+CLAIMS = {
+    "batch": lambda task, team: task_claim_batch(worker="w1", limit=1)[0],
+    "team's best": lambda task, team: task_claim_next(
+        team_id=team.pk, team_name=team.name, worker="w1"
+    ),
+    "named": lambda task, team: task_claim_named(task_id=task.pk, worker="w1").task,
+    "named, its team told": lambda task, team: (
+        task_claim_named(task_id=task.pk, worker="w1", team=(team.pk, team.name)).task
+    ),
+}
+
+
+@pytest.mark.parametrize("sync", [False, True])
+@pytest.mark.parametrize("way", list(CLAIMS))
+def test_a_claim_commits_without_waiting_for_the_wal_flush_as_a_sessions_rows_do(
+    teams, settings, postgres_only, way, sync
+):
+    settings.OPENHIVE = {**settings.OPENHIVE, "SESSION_SYNC_COMMIT": sync}
+    task = task_enqueue(team=teams[0], text="go")
+    with CaptureQueriesContext(connection) as captured:
+        claimed = CLAIMS[way](task, teams[0])
+    first = as_written(captured.captured_queries)[0]["sql"]
+    # In the claim's own transaction (SET LOCAL), sent with its BEGIN: no round trip more.
+    assert first.startswith("BEGIN; ")
+    assert (NO_FLUSH_WAIT_SET in first) is not sync
+    assert claimed.pk == task.pk and committed_status(task.pk) == "running" and _idle()
+    assert _synchronous_commit() == "on"  # the next transaction waits as before
+
+
+def test_a_claim_inside_a_callers_transaction_leaves_the_commit_to_the_caller(teams, postgres_only):
+    from django.db import transaction
+
+    task = task_enqueue(team=teams[0], text="go")
+    with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+        [claimed] = task_claim_batch(worker="w1", limit=1)
+    assert claimed.pk == task.pk and committed_status(task.pk) == "running"
+    assert not any("synchronous_commit" in q["sql"] for q in captured.captured_queries)
 
 
 def _handed_out(teams: list, told_team: bool) -> tuple:
@@ -282,7 +330,8 @@ def test_run_task_told_its_team_claims_it_in_one_round_trip_and_runs_it(
         assert run_task(task.pk, teams[0].pk, teams[0].name) == "done"
     sqls = [q["sql"].strip() for q in as_written(captured.captured_queries)]
     # The BEGIN, the team's lock, the claiming UPDATE and the COMMIT: one query (was two).
-    assert sqls[0].startswith("BEGIN; SELECT tm.*") and "FOR UPDATE OF tm" in sqls[0]
+    assert sqls[0].startswith("BEGIN; ") and "SELECT tm.*" in sqls[0]
+    assert "FOR UPDATE OF tm" in sqls[0]
     assert "UPDATE" in sqls[0] and sqls[0].endswith("; COMMIT")
     assert not any(sql.startswith("UPDATE") and sql.endswith("; COMMIT") for sql in sqls[1:])
     assert committed_status(task.pk) == "done" and _idle()
