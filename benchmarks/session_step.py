@@ -326,7 +326,7 @@ def _print_fixed_and_marginal(results: dict[tuple[str, int], float], ks: list[in
 
 def _queue_floor(samples: dict[str, list[tuple[float, ...]]], k: int) -> str:
     """What the queue alone adds to a task over a chat turn: its enqueue and its claim (each a
-    durable commit on PostgreSQL), timed inside the task-mode sessions, over the bare
+    commit of its own; on PostgreSQL the enqueue's waits for the WAL flush), timed inside the task-mode sessions, over the bare
     session's time. A task session that cost no more than a chat turn otherwise would still
     sit at chat's ratio plus this: a floor under the task mode's ratio, whatever the
     session's own work costs."""
