@@ -326,10 +326,10 @@ def _print_fixed_and_marginal(results: dict[tuple[str, int], float], ks: list[in
 
 def _queue_floor(samples: dict[str, list[tuple[float, ...]]], k: int) -> str:
     """What the queue alone adds to a task over a chat turn: its enqueue and its claim (each a
-    commit of its own; on PostgreSQL the enqueue's waits for the WAL flush), timed inside the task-mode sessions, over the bare
-    session's time. A task session that cost no more than a chat turn otherwise would still
-    sit at chat's ratio plus this: a floor under the task mode's ratio, whatever the
-    session's own work costs."""
+    commit of its own; on PostgreSQL the enqueue's waits for the WAL flush), timed inside the
+    task-mode sessions, over the bare session's time. A task session that cost no more than a
+    chat turn otherwise would still sit at chat's ratio plus this: a floor under the task
+    mode's ratio, whatever the session's own work costs."""
     enqueue = statistics.median(QUEUE_WORK["enqueue"])
     claim = statistics.median(QUEUE_WORK["claim"])
     bare_session = statistics.median(v[0] for v in samples["bare"]) * (k + 1)
