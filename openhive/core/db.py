@@ -49,12 +49,12 @@ def may_skip_flush_wait() -> bool:
     """Whether a task's claim or a session's own rows may commit without waiting for
     PostgreSQL's WAL flush (one fsync, several ms on many disks: more than a quick model step).
     The WAL is one sequence: the next commit that waits -- the task's end, the chat reply
-    stored, an enqueue, any other change of the queue -- makes every write before it durable
-    too. Only a crash of the database server in between can lose them, and then the work they
-    record has no recorded end either: a lost claim leaves its task pending, to be claimed
-    again, and the worker that held it finds its next write or cancel check refused, as when
-    the reaper takes back a lease. OPENHIVE_SESSION_SYNC_COMMIT makes them all wait. Inside a
-    caller's transaction the commit is the caller's."""
+    stored, an enqueue -- makes every write before it durable too. Only a crash of the
+    database server in between can lose them, and then the work they record has no recorded
+    end either: a lost claim leaves its task pending, to be claimed again, and the worker that
+    held it finds its next write or cancel check refused, as when the reaper takes back a
+    lease. OPENHIVE_SESSION_SYNC_COMMIT makes them all wait. Inside a caller's transaction the
+    commit is the caller's."""
     return (
         connection.vendor == "postgresql"
         and not settings.OPENHIVE["SESSION_SYNC_COMMIT"]
