@@ -13,8 +13,9 @@ The baseline is one INSERT of one message row on the same connection, in autocom
 any admission can cost. On PostgreSQL a batch is one query (one round trip), so the ratio to
 the baseline shows what is left besides the database's own work. A third line times a
 socket's read on a chat database thread (its topic list, `dbpool.db`) against the same read
-called directly. No goal of its own: the ack goals are benchmarks/chat_sockets.py's; this one
-tells where an ack's time goes.
+called directly, and two reads of every turn or topic change (a waiting question, the topic
+list) compiled once against the ORM compiling them at each read. No goal of its own: the ack
+goals are benchmarks/chat_sockets.py's; this one tells where an ack's time goes.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ def main() -> None:
         from openhive.chat import selectors
         from openhive.chat.admit import Admission, chat_receive_many
         from openhive.chat.dbpool import close_db_connections, db, on_admit_thread
-        from openhive.chat.models import Message
+        from openhive.chat.models import Message, Topic
         from openhive.core.prepared import USES_BEFORE_PREPARE
         from openhive.core.rows import insert_statement
+        from tasks.models import UserQuestion
+        from tasks.services.waiting import _PENDING_IN_TOPIC, _pending_in_topic
         from trust.gate import Sender
 
         # The gate runs its full order, as in benchmarks/chat_sockets.py: no denylist hit, no
@@ -86,6 +89,24 @@ def main() -> None:
                 _lone(lambda _: db(selectors.topics_for_channel)(channel_id="ws:user:1"), [],
                       args.rounds)
             )  # fmt: skip
+            # What a turn reads before it starts (is a question waiting in the topic?) and a
+            # socket at every change of its topics, compiled once against the ORM's queryset
+            # compiled at each read (how both were read before).
+            topic = Topic.objects.create(channel_id="ws:user:1", name="bench")
+            reads = {
+                "waiting question": (
+                    lambda: _PENDING_IN_TOPIC.rows(UserQuestion, channel_id="ws:user:1",
+                                                   topic_id=topic.pk),
+                    lambda: list(_pending_in_topic("ws:user:1", topic.pk)),
+                ),
+                "topic list": (
+                    lambda: selectors.topics_for_channel(channel_id="ws:user:1"),
+                    lambda: list(selectors._open_topics("ws:user:1")),
+                ),
+            }  # fmt: skip
+            compiled_reads = {}
+            for name, (compiled, orm) in reads.items():
+                compiled_reads[name] = (timed(compiled, args.rounds), timed(orm, args.rounds))
             batches = max(10, args.rounds // 20)
             for _ in range(5):
                 chat_receive_many(burst)
@@ -116,6 +137,11 @@ def main() -> None:
             f"topic list on a chat database thread: p50 {p(read_pooled, 0.5):.3f} ms; called "
             f"directly: p50 {p(read_direct, 0.5):.3f} ms"
         )
+        for name, (compiled, orm) in compiled_reads.items():
+            print(
+                f"{name}, compiled once: p50 {p(compiled, 0.5):.3f} ms; the ORM's queryset: "
+                f"p50 {p(orm, 0.5):.3f} ms ({p(orm, 0.5) / p(compiled, 0.5):.1f}x)"
+            )
         per = wall / (batches * len(burst)) * 1000
         print(
             f"batch of {len(burst)}: {per:.4f} ms a message wall, "

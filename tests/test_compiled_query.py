@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.db.models import QuerySet
 
 from memory.models import Memory
@@ -22,6 +23,17 @@ def test_each_call_gets_its_own_values_not_the_first_calls(main_team):
     assert by_parent.rows(Team, parent_id=a.pk) == []
     TeamFactory(name="gamma", parent=b)
     assert [t.name for t in by_parent.rows(Team, parent_id=b.pk)] == ["gamma"]
+
+
+def test_a_text_fields_value_is_placed_in_the_sql_compiled_once(main_team):
+    """A text lookup's marker reaches the parameters as its digits: it is placed all the same,
+    so the query is not compiled again at each call."""
+    TeamFactory(name="alpha", parent=main_team)
+    TeamFactory(name="beta", parent=main_team)
+    by_name = CompiledQuery(lambda name: Team.objects.filter(name=name))
+    assert [t.name for t in by_name.rows(Team, name="alpha")] == ["alpha"]
+    assert by_name._compiled[connection.vendor] is not None
+    assert [t.name for t in by_name.rows(Team, name="beta")] == ["beta"]
 
 
 def test_a_value_the_orm_transforms_falls_back_to_compiling_each_time(main_team):

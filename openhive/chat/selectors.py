@@ -1,6 +1,7 @@
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from memory.history import MAX_CANDIDATES, HistoryDoc, any_term, capped
+from openhive.core.compiled import CompiledQuery
 from openhive.core.errors import NotFound
 from openhive.core.inlist import any_of
 from openhive.core.scrubbing import scrub
@@ -70,12 +71,21 @@ def topic_get(*, topic_id: int) -> Topic | None:
     return Topic.objects.filter(pk=topic_id).first()
 
 
-def topics_for_channel(*, channel_id: str) -> list[Topic]:
-    return list(
+def _open_topics(channel_id: str) -> QuerySet[Topic]:
+    return (
         Topic.objects.filter(channel_id=channel_id)
         .exclude(state=Topic.State.CLOSED)
         .order_by("-last_activity_at", "-id")
     )
+
+
+# Read on every socket's connect and at every change of its topics (a burst's first messages
+# each open one), on the web process's own threads: compiled once, not at each read.
+_OPEN_TOPICS = CompiledQuery(_open_topics)
+
+
+def topics_for_channel(*, channel_id: str) -> list[Topic]:
+    return _OPEN_TOPICS.rows(Topic, channel_id=channel_id)
 
 
 def active_topics(*, channel_id: str) -> list[Topic]:

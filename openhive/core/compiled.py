@@ -14,7 +14,8 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Model, QuerySet
 
-# Marker values no real argument takes: each must land exactly once among the parameters.
+# Marker values no real argument takes: each must land exactly once among the parameters (as
+# the number, or as its text in a text field's lookup).
 _MARKER_BASE = -7_345_120_000
 # The attribute of a database connection that holds its row plans (`instances`).
 _PLANS = "openhive_row_plans"
@@ -53,7 +54,8 @@ class CompiledQuery:
         except Exception:  # a field that rejects the marker (a bool): no slots to find
             sql, params, slots = "", (), None
         for name, marker in markers.items() if slots is not None else ():
-            where = [i for i, p in enumerate(params) if p == marker]
+            # A text field takes the marker as its digits.
+            where = [i for i, p in enumerate(params) if p == marker or p == str(marker)]
             if len(where) != 1:
                 slots = None
                 break

@@ -329,18 +329,31 @@ def resume_for(task: Task) -> Resume | None:
 # --- chat ---------------------------------------------------------------------------------------
 
 
+def _pending_in_topic(channel_id: str, topic_id: int) -> QuerySet[UserQuestion]:
+    return UserQuestion.objects.filter(
+        channel_id=channel_id, topic_id=topic_id, state=UserQuestion.State.PENDING
+    ).order_by("created_at", "id")
+
+
+# Asked before every chat turn, and almost never finds anything: compiling the ORM's query
+# took most of the web process's work per message once its turn had started.
+_PENDING_IN_TOPIC = CompiledQuery(_pending_in_topic)
+
+
+def _oldest(pending: list[UserQuestion], kind: str) -> UserQuestion | None:
+    return next((question for question in pending if question.kind == kind), None)
+
+
 def chat_answer(
     *, channel_id: str, topic_id: int, text: str, sender: str, operator: bool
 ) -> str | None:
     """A message in a topic where a task waits: the owner's next message answers the oldest
     pending question of that topic; an operator's `approve` / `deny [reason]` decides its
     oldest pending approval. Returns the reply to show, or None (an ordinary message)."""
-    pending = UserQuestion.objects.filter(
-        channel_id=channel_id, topic_id=topic_id, state=UserQuestion.State.PENDING
-    ).order_by("created_at", "id")
+    pending = _PENDING_IN_TOPIC.rows(UserQuestion, channel_id=channel_id, topic_id=topic_id)
     decision = DECISION.match(text)
     if operator and decision:
-        approval = pending.filter(kind=UserQuestion.Kind.APPROVAL).first()
+        approval = _oldest(pending, UserQuestion.Kind.APPROVAL)
         if approval is not None:
             word = decision.group(1).lower()
             verdict = "approve" if word.startswith("approve") else "deny"
@@ -356,7 +369,7 @@ def chat_answer(
                 return f"Could not record the decision: {exc.message}"
             done = "approved; the task goes on" if verdict == "approve" else "denied"
             return f"[{approval.team.name}] {approval.tool} on task #{approval.task_id}: {done}."
-    question = pending.filter(kind=UserQuestion.Kind.QUESTION).first()
+    question = _oldest(pending, UserQuestion.Kind.QUESTION)
     if question is None:
         return None
     try:
