@@ -29,7 +29,7 @@ import environ
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 
-from openhive.core.heap import quiet_start, start_done
+from openhive.core.heap import quiet_start, start_done, start_pause_keeper
 
 # Less than serve's STOP_GRACE_SECONDS: open sockets are closed (1012, going away) and their
 # consumers get this long to end before the process exits on its own.
@@ -56,6 +56,7 @@ class WebServer(uvicorn.Server):
         # The application is loaded: start-up is over here too for one that loads no Django
         # apps (a bare ASGI app), whose collection `quiet_start` turned off.
         start_done()
+        start_pause_keeper()  # a chat burst's collection pause starts no thread on the loop
         if self.started and self.preload_llm:
             from openhive.engine.llm import get_litellm
 

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import threading
+import time
 from collections.abc import Iterator
 
 _quiet_start = [False]
@@ -77,13 +79,12 @@ def loading_long_lived() -> Iterator[None]:
 
 class CollectionPause:
     """Automatic collections off from `pause_collections` until `end()` or until `seconds`
-    have passed, whichever comes first. The bound is a timer thread, not the caller's event
+    have passed, whichever comes first. The bound is kept by a thread, not the caller's event
     loop: a caller that never ends its pause (its loop closed first) cannot leave the process
     without collections."""
 
     def __init__(self, seconds: float) -> None:
-        self._timer = threading.Timer(seconds, self.end)
-        self._timer.daemon = True
+        self.deadline = time.monotonic() + seconds
         self.ended = False
 
     def end(self) -> None:
@@ -94,17 +95,24 @@ class CollectionPause:
             _pauses.discard(self)
             if not _pauses and _enabled_before:
                 gc.enable()
-        self._timer.cancel()
 
 
 _pause_lock = threading.Lock()
+_bounds_changed = threading.Condition(_pause_lock)
 _pauses: set[CollectionPause] = set()
 _enabled_before = True
+_keeper: list[threading.Thread] = []  # the one thread that ends pauses at their bound
 
 
 def pause_collections(seconds: float) -> CollectionPause:
     """Turn automatic collection off (process-wide) for at most `seconds`; pauses overlap,
-    and collection comes back on when the last ends, unless it was off before the first."""
+    and collection comes back on when the last ends, unless it was off before the first.
+
+    The bounds are kept by one thread for the process's life (`start_pause_keeper`). A
+    thread of its own per pause (a `threading.Timer`) was started on the event loop at a
+    burst's second message, and `Thread.start` waits until the new thread has run: with the
+    admit thread writing the burst's first batch, the loop waited for the GIL to go there and
+    back, up to two switch intervals, while every ack of the burst waited behind it."""
     global _enabled_before
     pause = CollectionPause(seconds)
     with _pause_lock:
@@ -112,5 +120,47 @@ def pause_collections(seconds: float) -> CollectionPause:
             _enabled_before = gc.isenabled()
         _pauses.add(pause)
         gc.disable()  # even if something turned it on during another pause
-    pause._timer.start()
+        _bounds_changed.notify()
+    start_pause_keeper()
     return pause
+
+
+def start_pause_keeper() -> None:
+    """Start the thread that ends pauses at their bound, if it is not running yet. A server
+    calls it as it starts listening, so that not even its first burst waits for it."""
+    with _pause_lock:
+        if _keeper:
+            return
+        keeper = threading.Thread(target=_keep_bounds, name="collection-pause", daemon=True)
+        _keeper.append(keeper)
+    keeper.start()
+
+
+def _keep_bounds() -> None:
+    while True:
+        with _pause_lock:
+            now = time.monotonic()
+            overdue = [pause for pause in _pauses if pause.deadline <= now]
+            if not overdue:
+                soonest = min((pause.deadline for pause in _pauses), default=None)
+                _bounds_changed.wait(None if soonest is None else soonest - now)
+                continue
+        for pause in overdue:
+            pause.end()
+
+
+def _forget_keeper() -> None:
+    """In a forked child the keeper did not come along, so nothing would end the pauses it
+    inherited: they end here (the child is not acking its parent's burst), and its own first
+    pause starts another keeper."""
+    global _pause_lock, _bounds_changed
+    _pause_lock = threading.Lock()
+    _bounds_changed = threading.Condition(_pause_lock)
+    _keeper.clear()
+    if _pauses:
+        _pauses.clear()
+        if _enabled_before:
+            gc.enable()
+
+
+os.register_at_fork(after_in_child=_forget_keeper)
