@@ -13,9 +13,10 @@ The baseline is one INSERT of one message row on the same connection, in autocom
 any admission can cost. On PostgreSQL a batch is one query (one round trip), so the ratio to
 the baseline shows what is left besides the database's own work. A third line times a
 socket's read on a chat database thread (its topic list, `dbpool.db`) against the same read
-called directly, and two reads of every turn or topic change (a waiting question, the topic
-list) compiled once against the ORM compiling them at each read. No goal of its own: the ack
-goals are benchmarks/chat_sockets.py's; this one tells where an ack's time goes.
+called directly, and the reads of every turn, topic change or connect (a waiting question, the
+topic list, the outbox) compiled once against the ORM compiling them at each read. No goal of
+its own: the ack goals are benchmarks/chat_sockets.py's; this one tells where an ack's time
+goes.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def main() -> None:
         from openhive.chat import selectors
         from openhive.chat.admit import Admission, chat_receive_many
         from openhive.chat.dbpool import close_db_connections, db, on_admit_thread
-        from openhive.chat.models import Message, Topic
+        from openhive.chat.models import Message, OutboxMessage, Topic
         from openhive.core.prepared import USES_BEFORE_PREPARE
         from openhive.core.rows import insert_statement
         from tasks.models import UserQuestion
@@ -102,6 +103,12 @@ def main() -> None:
                 "topic list": (
                     lambda: selectors.topics_for_channel(channel_id="ws:user:1"),
                     lambda: list(selectors._open_topics("ws:user:1")),
+                ),
+                "outbox at connect (empty)": (
+                    lambda: selectors.outbox_undelivered(channel_id="ws:user:1"),
+                    lambda: list(OutboxMessage.objects.filter(
+                        channel_id="ws:user:1", delivered_at__isnull=True
+                    ).select_related("topic", "message").order_by("id")[:100]),
                 ),
             }  # fmt: skip
             compiled_reads = {}
