@@ -330,9 +330,14 @@ def resume_for(task: Task) -> Resume | None:
 
 
 def _pending_in_topic(channel_id: str, topic_id: int) -> QuerySet[UserQuestion]:
-    return UserQuestion.objects.filter(
-        channel_id=channel_id, topic_id=topic_id, state=UserQuestion.State.PENDING
-    ).order_by("created_at", "id")
+    # Not the paused conversations (`resume_state`): what picks the one this message answers.
+    return (
+        UserQuestion.objects.filter(
+            channel_id=channel_id, topic_id=topic_id, state=UserQuestion.State.PENDING
+        )
+        .only("id", "kind", "task_id", "team_id", "tool", "created_at")
+        .order_by("created_at", "id")
+    )
 
 
 # Asked before every chat turn, and almost never finds anything: compiling the ORM's query
