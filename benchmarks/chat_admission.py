@@ -42,7 +42,7 @@ def main() -> None:
         from openhive.chat import selectors
         from openhive.chat.admit import Admission, chat_receive_many
         from openhive.chat.dbpool import close_db_connections, db, on_admit_thread
-        from openhive.chat.models import Message, OutboxMessage, Topic
+        from openhive.chat.models import Message, Topic
         from openhive.core.prepared import USES_BEFORE_PREPARE
         from openhive.core.rows import insert_statement
         from tasks.models import UserQuestion
@@ -106,9 +106,8 @@ def main() -> None:
                 ),
                 "outbox at connect (empty)": (
                     lambda: selectors.outbox_undelivered(channel_id="ws:user:1"),
-                    lambda: list(OutboxMessage.objects.filter(
-                        channel_id="ws:user:1", delivered_at__isnull=True
-                    ).select_related("topic", "message").order_by("id")[:100]),
+                    lambda: list(selectors._undelivered("ws:user:1")
+                                 .select_related("topic", "message")[:100]),
                 ),
             }  # fmt: skip
             compiled_reads = {}

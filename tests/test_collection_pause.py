@@ -75,9 +75,9 @@ def test_the_soonest_bound_ends_its_pause_while_a_later_one_keeps_collection_off
 
 
 def test_a_forked_child_does_not_inherit_its_parents_pause():
+    read, write = os.pipe()
     pause = pause_collections(30)
     try:
-        read, write = os.pipe()
         child = os.fork()
         if child == 0:  # the child reports whether it collects, then leaves at once
             os.write(write, b"1" if gc.isenabled() else b"0")

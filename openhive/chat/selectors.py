@@ -18,23 +18,19 @@ def user_channel_id(user_id: int) -> str:
 def _undelivered(channel_id: str) -> QuerySet[OutboxMessage]:
     return OutboxMessage.objects.filter(channel_id=channel_id, delivered_at__isnull=True).order_by(
         "id"
-    )[:1]
+    )
 
 
 # Read at every socket's connect, and almost always empty: in a reconnect storm, the ORM's
 # query (compiled anew each time, with its topic and message joined) on the chat database
 # threads took the GIL from the acks of the messages the first sockets were already sending.
-_ANY_UNDELIVERED = CompiledQuery(_undelivered)
+_ANY_UNDELIVERED = CompiledQuery(lambda channel_id: _undelivered(channel_id)[:1])
 
 
 def outbox_undelivered(*, channel_id: str, limit: int = 100) -> list[OutboxMessage]:
     if not _ANY_UNDELIVERED.rows(OutboxMessage, channel_id=channel_id):
         return []
-    return list(
-        OutboxMessage.objects.filter(channel_id=channel_id, delivered_at__isnull=True)
-        .select_related("topic", "message")
-        .order_by("id")[:limit]
-    )
+    return list(_undelivered(channel_id).select_related("topic", "message")[:limit])
 
 
 def outbox_pending_channels(*, channel_ids: list[str]) -> set[str]:
