@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 
 
 def _query_ms(sql: str, after: float, times: int = 100) -> list[float]:
@@ -59,4 +60,37 @@ def commit_floor(gap: float) -> str:
         f"{statistics.median(durable):.3f} ms waiting for the WAL flush, "
         f"{statistics.median(unflushed):.3f} ms not (median); a task's life waits for 2 "
         "(its enqueue, its end; its claim does not), a chat turn for 1"
+    )
+
+
+def wait_cost(call: Callable[[], object], session_ms: float, times: int = 200) -> str:
+    """What one wait for the database costs a session beyond its round trip: `call` (one bare
+    model call, a large working set of Python) is timed right after another, and right after
+    a SELECT 1 that followed another. While the thread waits, its core goes idle; on a VM the
+    host may run other work there, and the call after the wait runs with cold caches. The
+    floor above times a busy loop, which has almost nothing to lose. `session_ms`: a bare
+    session's time, to put the waits of each mode in its units."""
+    from django.db import connection
+
+    back_to_back, after_wait, trips = [], [], []
+    with connection.cursor() as cursor:
+        for number in range(times * 2):
+            call()
+            waited = number % 2 == 1
+            if waited:
+                started = time.perf_counter()
+                cursor.execute("SELECT 1")
+                trips.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            call()
+            (after_wait if waited else back_to_back).append(time.perf_counter() - started)
+    trip = statistics.median(trips) * 1000
+    slower = (statistics.median(after_wait) - statistics.median(back_to_back)) * 1000
+    wait = trip + slower
+    return (
+        f"a wait between two bare model calls (a SELECT 1): {wait:.3f} ms, its round trip "
+        f"{trip:.3f} ms and the next call {slower:+.3f} ms against back to back (median); "
+        f"a chat turn waits twice (its start, its end): {2 * wait / session_ms:+.2f}x the "
+        f"bare session; a task 4 times (enqueue, claim, start, end): "
+        f"{4 * wait / session_ms:+.2f}x, before its loop's handover"
     )

@@ -40,7 +40,7 @@ import os
 import statistics
 import time
 
-from db_floors import commit_floor, round_trip_floor
+from db_floors import commit_floor, round_trip_floor, wait_cost
 from harness import throwaway_django
 from pydantic import BaseModel
 
@@ -262,6 +262,7 @@ def main() -> None:
                 print(f"        {round_trip_floor(base * (k + 1))}")
                 if vendor == "postgresql":
                     print(f"        {commit_floor(base * (k + 1))}")
+                print(f"        {wait_cost(_one_bare_call(schema), base * (k + 1) * 1000)}")
                 print(f"        {_handover_share(k, team, schema, max(args.rounds, rounds // 2))}")
         if len(ks) > 1:
             low, high = min(ks), max(ks)
@@ -340,6 +341,22 @@ def _queue_floor(samples: dict[str, list[tuple[float, ...]]], k: int) -> str:
         f"{claim * 1000:.2f} ms = +{added:.2f}x the bare session; chat's {chat:.2f}x plus "
         f"that: a task-mode floor of {chat + added:.2f}x"
     )
+
+
+def _one_bare_call(schema: dict):
+    """One model call of the bare loop (its first: the request of a new session)."""
+    from openhive.engine.llm import get_litellm
+
+    litellm = get_litellm()
+    messages = [{"role": "system", "content": "You add."}, {"role": "user", "content": "go"}]
+
+    def call() -> None:
+        reset_script()
+        litellm.completion(
+            model=f"scripted/{SCRIPT}", messages=messages, tools=[schema], max_retries=0
+        )
+
+    return call
 
 
 def _paired_ratio(mode: list[tuple[float, ...]], bare: list[tuple[float, ...]]) -> float:

@@ -18,7 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SMALLEST = {
     "session_step.py": (
         ["--steps", "2,3", "--rounds", "1", "--seconds", "0"],
-        ("once per session", "a task-mode floor of", "the loop's handover in a task"),
+        (
+            "once per session",
+            "a task-mode floor of",
+            "the loop's handover in a task",
+            "a wait between two bare model calls",
+        ),
     ),
     "session_replay.py": (["--steps", "2", "--rounds", "1"], "replay: "),
     "streamed_call.py": (["--calls", "5", "--rounds", "1"], "x the call not streamed"),
