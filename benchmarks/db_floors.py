@@ -64,12 +64,13 @@ def commit_floor(gap: float) -> str:
 
 
 def wait_cost(call: Callable[[], object], session_ms: float, times: int = 200) -> str:
-    """What one wait for the database costs a session beyond its round trip: `call` (one bare
-    model call, a large working set of Python) is timed right after another, and right after
-    a SELECT 1 that followed another. While the thread waits, its core goes idle; on a VM the
-    host may run other work there, and the call after the wait runs with cold caches. The
-    floor above times a busy loop, which has almost nothing to lose. `session_ms`: a bare
-    session's time, to put the waits of each mode in its units."""
+    """What one wait for the database costs a session: its round trip, and how much slower
+    the Python after it runs. `call` (one bare model call, a large working set of Python) is
+    timed right after another, and right after a SELECT 1 that followed another. While the
+    thread waits, its core goes idle; on a VM the host may run other work there, and the call
+    after the wait runs with cold caches. The floor above times a busy loop, which has almost
+    nothing to lose. `session_ms`: a bare session's time, to put each mode's waits in its
+    units."""
     from django.db import connection
 
     back_to_back, after_wait, trips = [], [], []

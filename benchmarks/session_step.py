@@ -39,6 +39,7 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Callable
 
 from db_floors import commit_floor, round_trip_floor, wait_cost
 from harness import throwaway_django
@@ -343,7 +344,7 @@ def _queue_floor(samples: dict[str, list[tuple[float, ...]]], k: int) -> str:
     )
 
 
-def _one_bare_call(schema: dict):
+def _one_bare_call(schema: dict) -> Callable[[], None]:
     """One model call of the bare loop (its first: the request of a new session)."""
     from openhive.engine.llm import get_litellm
 
