@@ -24,8 +24,15 @@ WORKSPACE_FOLDERS = ("org-rules", "team-rules", "skills", "subagents", "plugins"
 _NAME_RE = re.compile(TEAM_NAME_PATTERN)
 
 
+# Read at every chat turn: compiled once, not at each turn.
+_MAIN = CompiledQuery(lambda: Team.objects.filter(name=MAIN_TEAM))
+
+
 def team_ensure_main() -> Team:
     """The root team exists after migrate/init, with a workspace and config."""
+    found = _MAIN.rows(Team)
+    if found and (paths.team_dir(MAIN_TEAM) / "config.yaml").exists():
+        return found[0]
     team, _ = Team.objects.get_or_create(
         name=MAIN_TEAM,
         defaults={"description": "Main orchestrator", "bootstrapped": True},

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from openhive.core.compiled import CompiledQuery
+
 from .gates import readiness_of
 from .models import TriggerConfig
 
@@ -13,14 +15,18 @@ def trigger_get(*, team, name: str) -> TriggerConfig | None:
     return TriggerConfig.objects.select_related("team").filter(team=team, name=name).first()
 
 
+# Read as every chat message is filed (`message_received`): compiled once, not per message.
+_LISTENING = CompiledQuery(
+    lambda: TriggerConfig.objects.filter(
+        state=TriggerConfig.State.ACTIVE,
+        type__in=[TriggerConfig.Type.MESSAGE, TriggerConfig.Type.KEYWORD],
+    )
+)
+
+
 def triggers_listening() -> list[TriggerConfig]:
     """Active message and keyword triggers: the ones an inbound chat message may fire."""
-    return list(
-        TriggerConfig.objects.filter(
-            state=TriggerConfig.State.ACTIVE,
-            type__in=[TriggerConfig.Type.MESSAGE, TriggerConfig.Type.KEYWORD],
-        )
-    )
+    return _LISTENING.rows(TriggerConfig)
 
 
 def trigger_list(*, team=None, state: str | None = None) -> QuerySet[TriggerConfig]:

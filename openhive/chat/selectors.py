@@ -43,17 +43,31 @@ def outbox_pending_channels(*, channel_ids: list[str]) -> set[str]:
     )
 
 
+def _conversation(topic_id: int, before_id: int) -> QuerySet[Message]:
+    # Deliveries (results, notifications) are the person's view; the model's history is the
+    # conversation it took part in.
+    rows = Message.objects.filter(topic_id=topic_id, role__in=CONVERSATION_ROLES)
+    return rows.exclude(role=Message.Role.USER, pk__gte=before_id).order_by("-id")
+
+
+# Read at every chat turn, in the turn host beside the web process: compiled once per history
+# length (the LIMIT is in the SQL's text), not at each turn.
+_CONVERSATIONS: dict[int, CompiledQuery] = {}
+# Above every message's id: the history read without `before_id` leaves none out.
+_NONE_LATER = 2**62
+
+
 def topic_history(*, topic: Topic, limit: int, before_id: int | None = None) -> list[dict]:
     """The last messages of a topic as LLM chat messages, each answer after its question. The
     history is always rebuilt from what is stored, so a restart loses nothing. With
     `before_id`, messages that arrived after that one (still waiting for their turn) are left
     out."""
-    # Deliveries (results, notifications) are the person's view; the model's history is the
-    # conversation it took part in.
-    rows = Message.objects.filter(topic=topic, role__in=CONVERSATION_ROLES)
-    if before_id is not None:
-        rows = rows.exclude(role=Message.Role.USER, pk__gte=before_id)
-    last = list(rows.order_by("-id")[:limit])
+    query = _CONVERSATIONS.get(limit)
+    if query is None:
+        made = CompiledQuery(lambda topic_id, before_id: _conversation(topic_id, before_id)[:limit])
+        query = _CONVERSATIONS.setdefault(limit, made)
+    later = _NONE_LATER if before_id is None else before_id
+    last = query.rows(Message, topic_id=topic.pk, before_id=later)
     last.sort(key=lambda m: (m.in_reply_to_id or m.pk, m.role == Message.Role.ASSISTANT, m.pk))
     return [{"role": m.role, "content": m.content} for m in last]
 
@@ -98,12 +112,16 @@ def topics_for_channel(*, channel_id: str) -> list[Topic]:
     return _OPEN_TOPICS.rows(Topic, channel_id=channel_id)
 
 
+# Read as every chat message is filed under a topic (`chat_route`): compiled once.
+_ACTIVE_TOPICS = CompiledQuery(
+    lambda channel_id: Topic.objects.filter(
+        channel_id=channel_id, state=Topic.State.ACTIVE
+    ).order_by("-last_activity_at", "-id")
+)
+
+
 def active_topics(*, channel_id: str) -> list[Topic]:
-    return list(
-        Topic.objects.filter(channel_id=channel_id, state=Topic.State.ACTIVE).order_by(
-            "-last_activity_at", "-id"
-        )
-    )
+    return _ACTIVE_TOPICS.rows(Topic, channel_id=channel_id)
 
 
 def topic_in_channel(*, channel_id: str, topic_id: int) -> Topic:

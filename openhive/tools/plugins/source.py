@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
+from openhive.core.compiled import CompiledQuery
 from openhive.core.context import ToolContext
 from openhive.core.errors import DomainError
 from openhive.core.registry import ToolSpec
@@ -25,9 +26,16 @@ logger = logging.getLogger(__name__)
 PREFIX = "plugin__"
 
 
+# Read at every session of a team whose allowlist may match a plugin (the main agent's chat
+# turns among them): compiled once, not at each session.
+_ACTIVE = CompiledQuery(lambda team_id: plugins_active(team_id=team_id))
+
+
 def plugin_tool_specs(team: Any) -> Iterable[ToolSpec]:
     """The tool source registered with the registry: one spec per active plugin of `team`."""
-    return [_spec(plugin, team.name) for plugin in plugins_active(team_id=team.pk)]
+    if team.pk is None:
+        return []
+    return [_spec(plugin, team.name) for plugin in _ACTIVE.rows(Plugin, team_id=team.pk)]
 
 
 def _spec(plugin: Plugin, team_name: str) -> ToolSpec:
