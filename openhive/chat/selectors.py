@@ -1,3 +1,5 @@
+import functools
+
 from django.db.models import Q, QuerySet
 
 from memory.history import MAX_CANDIDATES, HistoryDoc, any_term, capped
@@ -50,9 +52,13 @@ def _conversation(topic_id: int, before_id: int) -> QuerySet[Message]:
     return rows.exclude(role=Message.Role.USER, pk__gte=before_id).order_by("-id")
 
 
-# Read at every chat turn, in the turn host beside the web process: compiled once per history
-# length (the LIMIT is in the SQL's text), not at each turn.
-_CONVERSATIONS: dict[int, CompiledQuery] = {}
+@functools.cache
+def _conversation_query(limit: int) -> CompiledQuery:
+    """Read at every chat turn, in the turn host beside the web process: compiled once per
+    history length (the LIMIT is in the SQL's text), not at each turn."""
+    return CompiledQuery(lambda topic_id, before_id: _conversation(topic_id, before_id)[:limit])
+
+
 # Above every message's id: the history read without `before_id` leaves none out.
 _NONE_LATER = 2**62
 
@@ -62,12 +68,8 @@ def topic_history(*, topic: Topic, limit: int, before_id: int | None = None) -> 
     history is always rebuilt from what is stored, so a restart loses nothing. With
     `before_id`, messages that arrived after that one (still waiting for their turn) are left
     out."""
-    query = _CONVERSATIONS.get(limit)
-    if query is None:
-        made = CompiledQuery(lambda topic_id, before_id: _conversation(topic_id, before_id)[:limit])
-        query = _CONVERSATIONS.setdefault(limit, made)
     later = _NONE_LATER if before_id is None else before_id
-    last = query.rows(Message, topic_id=topic.pk, before_id=later)
+    last = _conversation_query(limit).rows(Message, topic_id=topic.pk, before_id=later)
     last.sort(key=lambda m: (m.in_reply_to_id or m.pk, m.role == Message.Role.ASSISTANT, m.pk))
     return [{"role": m.role, "content": m.content} for m in last]
 
@@ -114,9 +116,7 @@ def topics_for_channel(*, channel_id: str) -> list[Topic]:
 
 # Read as every chat message is filed under a topic (`chat_route`): compiled once.
 _ACTIVE_TOPICS = CompiledQuery(
-    lambda channel_id: Topic.objects.filter(
-        channel_id=channel_id, state=Topic.State.ACTIVE
-    ).order_by("-last_activity_at", "-id")
+    lambda channel_id: _open_topics(channel_id).filter(state=Topic.State.ACTIVE)
 )
 
 

@@ -58,7 +58,7 @@ def test_a_topics_history_is_compiled_once_and_leaves_out_the_turns_message_and_
         "role": "user",
         "content": "and the memory?",
     }
-    assert selectors._CONVERSATIONS[50]._compiled[connection.vendor] is not None
+    assert selectors._conversation_query(50)._compiled[connection.vendor] is not None
     for limit, before in ((50, None), (50, waiting.pk), (2, second.pk), (2, None)):
         assert selectors.topic_history(topic=topic, limit=limit, before_id=before) == (
             _orm_history(topic, limit, before)
