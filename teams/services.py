@@ -30,15 +30,16 @@ _MAIN = CompiledQuery(lambda: Team.objects.filter(name=MAIN_TEAM))
 
 def team_ensure_main() -> Team:
     """The root team exists after migrate/init, with a workspace and config."""
+    workspace = paths.team_dir(MAIN_TEAM)
+    configured = (workspace / "config.yaml").exists()
     found = _MAIN.rows(Team)
-    if found and (paths.team_dir(MAIN_TEAM) / "config.yaml").exists():
+    if found and configured:
         return found[0]
     team, _ = Team.objects.get_or_create(
         name=MAIN_TEAM,
         defaults={"description": "Main orchestrator", "bootstrapped": True},
     )
-    workspace = paths.team_dir(MAIN_TEAM)
-    if not (workspace / "config.yaml").exists():
+    if not configured:
         team_workspace_scaffold(workspace)
         write_team_config(default_config(MAIN_TEAM, parent=None, description=team.description))
     return team
